@@ -596,3 +596,34 @@ fn any_enums_give_the_declared_type_and_a_subtype_test() {
     assert_eq!(fault.base().fault_message[0].key, "msg.file");
     assert!(fault.is::<FileFault>() && fault.is::<VimFault>() && !fault.is::<InvalidState>());
 }
+
+#[test]
+fn any_type_objects_become_the_polymorphic_variant_or_stay_what_they_are() {
+    // VirtualDisk and VirtualEthernetCard sit in two different registry
+    // chunks; VirtualDiskFlatVer2BackingInfo shares VirtualDisk's chunk
+    // without being a device; AboutInfo is of another chunk and family.
+    let mut disk = VirtualDisk::default();
+    disk.capacity_in_kb = 42;
+    match Value::object(disk.clone()).into_typed::<AnyVirtualDevice>() {
+        Ok(AnyVirtualDevice::VirtualDisk(held)) => assert_eq!(*held, disk),
+        other => panic!("not the disk: {other:?}"),
+    }
+    let mut card = VirtualEthernetCard::default();
+    card.address_type = Some("manual".into());
+    match Value::object(card.clone()).into_typed::<AnyVirtualDevice>() {
+        Ok(AnyVirtualDevice::VirtualEthernetCard(held)) => assert_eq!(*held, card),
+        other => panic!("not the card: {other:?}"),
+    }
+    let backing = VirtualDiskFlatVer2BackingInfo::default();
+    let error = Value::object(backing)
+        .into_typed::<AnyVirtualDevice>()
+        .unwrap_err();
+    assert_eq!(
+        (error.expected, error.found.as_str()),
+        ("VirtualDevice", "VirtualDiskFlatVer2BackingInfo")
+    );
+    let error = Value::object(AboutInfo::default())
+        .into_typed::<AnyVirtualDevice>()
+        .unwrap_err();
+    assert_eq!(error.found, "AboutInfo");
+}

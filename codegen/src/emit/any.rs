@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use super::{format, lit, Counts, Item};
+use crate::bail;
 use crate::error::Result;
 use crate::model::Model;
 use crate::naming;
@@ -34,6 +35,7 @@ pub(crate) fn emit(
     plan: &Plan,
     counts: &mut Counts,
     thread_safety_checks: &mut std::collections::BTreeSet<String>,
+    chunk_of: &std::collections::BTreeMap<String, String>,
 ) -> Result<Vec<Item>> {
     let mut items = Vec::new();
     for base in &plan.polymorphic {
@@ -73,6 +75,8 @@ pub(crate) fn emit(
             String::new(),
             String::new(),
         );
+        let mut by_chunk: std::collections::BTreeMap<&str, Vec<String>> =
+            std::collections::BTreeMap::new();
         for t in &variants {
             let r = rust(t);
             writeln!(debug, "Self::{r}(v) => std::fmt::Debug::fmt(&**v, f),").ok();
@@ -90,7 +94,22 @@ pub(crate) fn emit(
                 "Self::{r}(v) => x::Encode::encode_as(&**v, w, tag, {xsi_type}),"
             )
             .ok();
-            writeln!(variant_of, "{} => match x::take_object(object) {{ Ok(v) => Ok(Self::{r}(v)), Err(object) => Err(object) }},", lit(t)).ok();
+            let Some(chunk) = chunk_of.get(t) else {
+                bail!("{t}, a variant of {any}, has no registry chunk");
+            };
+            by_chunk.entry(chunk.as_str()).or_default().push(format!(
+                "Ok(chunks::{chunk}::Object::{r}(v)) => return Ok(Self::{r}(v)),"
+            ));
+        }
+        // `from_object`: unboxed as each registry chunk's enum in turn and
+        // matched on its variants, so no generic function per variant type.
+        for (chunk, arms) in &by_chunk {
+            writeln!(
+                variant_of,
+                "let object = match x::take_chunk::<chunks::{chunk}::Object>(object) {{\n{}\nOk(other) => return Err(x::box_object(other)),\nErr(object) => object,\n}};",
+                arms.join("\n")
+            )
+            .ok();
         }
         let other = if variants.len() > 1 {
             "_ => false,"
@@ -131,7 +150,7 @@ pub(crate) fn emit(
             "impl {any} {{\n    /// The value of an `anyType` slot as this enum, if it holds this\n    \
              /// type or one of its subtypes; else the object back.\n    \
              pub fn from_object(object: Box<dyn x::DataObject>) -> Result<Self, Box<dyn x::DataObject>> {{\n        \
-             match object.type_name() {{\n{variant_of}            _ => Err(object),\n        }}\n    }}\n}}"
+             use crate::generated::registry as chunks;\n{variant_of}Err(object)\n    }}\n}}"
         )
         .ok();
         let conversions = std::mem::take(&mut code);
@@ -144,7 +163,7 @@ pub(crate) fn emit(
         for t in variants.iter().skip(1) {
             writeln!(
                 code,
-                "            Some({}) => match r.read_boxed() {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},",
+                "            Some({}) => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},",
                 lit(t),
                 rust(t)
             )
@@ -152,7 +171,7 @@ pub(crate) fn emit(
         }
         writeln!(
             code,
-            "            _ => match r.read_boxed() {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }},\n        }})\n    }}\n}}"
+            "            _ => match x::Decode::decode_boxed(r) {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }},\n        }})\n    }}\n}}"
         )
         .ok();
         let decode = std::mem::take(&mut code);

@@ -177,7 +177,21 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     let mut type_files: Vec<(String, String)> = Vec::new();
     let structs = structs::emit(model, plan, &mut out.counts)?;
     let mut thread_safety_checks = std::collections::BTreeSet::new();
-    let any = any::emit(model, plan, &mut out.counts, &mut thread_safety_checks)?;
+    // registry/ first: the `Any*` enums name the registry chunk of each variant.
+    let registry = registry::emit(
+        model,
+        plan,
+        &header,
+        &mut out.counts,
+        &mut thread_safety_checks,
+    )?;
+    let any = any::emit(
+        model,
+        plan,
+        &mut out.counts,
+        &mut thread_safety_checks,
+        &registry.chunk_of,
+    )?;
     let bases = base::emit(model, plan)?;
     let enums = enums::emit(model, plan, &mut out.counts)?;
     let requests = requests::emit(model, plan, &mut out.counts)?;
@@ -219,19 +233,12 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     modules.push("pub mod types;".into());
 
     // registry/: the xsi:type registry with inheritance and field tables.
-    let registry = registry::emit(
-        model,
-        plan,
-        &header,
-        &mut out.counts,
-        &mut thread_safety_checks,
-    )?;
     let mut registry_mod = format!(
         "{header}//! The `xsi:type` registry: every schema type, its base and its fields.\n\n"
     );
     let mut chunk_paths = Vec::new();
     for (name, code) in registry.chunks {
-        writeln!(registry_mod, "mod {name};").ok();
+        writeln!(registry_mod, "pub(super) mod {name};").ok();
         chunk_paths.push(format!("&registry::{name}::CHUNK"));
         out.files.insert(
             format!("registry/{name}.rs"),

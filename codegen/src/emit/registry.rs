@@ -22,6 +22,8 @@ use crate::plan::Plan;
 /// The registry's files: chunk files (module name, code) and the string table.
 pub(crate) struct RegistryFiles {
     pub chunks: Vec<(String, String)>,
+    /// The chunk (module name) of each type an `anyType` slot can hold, by XML name.
+    pub chunk_of: BTreeMap<String, String>,
     /// `names.txt`: `header`, then one name per line.
     pub names: String,
 }
@@ -153,7 +155,13 @@ pub(crate) fn emit(
         })
         .collect();
     let mut chunks = Vec::new();
+    let mut chunk_of = BTreeMap::new();
     for (file, types) in pack_sized(sized, MAX_FILE_BYTES) {
+        for &name in &types {
+            if entries[name].object.is_some() {
+                chunk_of.insert(name.to_string(), file.clone());
+            }
+        }
         // Written out as is (a formatter would drop the comments that name
         // each entry); checked to parse.
         let code = chunk_code(&types, &entries, &names)?;
@@ -162,6 +170,7 @@ pub(crate) fn emit(
     }
     Ok(RegistryFiles {
         chunks,
+        chunk_of,
         names: names.text,
     })
 }

@@ -452,6 +452,12 @@ impl<'a> XmlReader<'a> {
         target: &mut dyn Fields,
         type_name: &'static str,
     ) -> Result<(), DecodeError> {
+        // An `xsi:nil` structure has no fields: its default. What decodes a
+        // structure in place (a boxed one: a polymorphic enum's variant, an
+        // `anyType` object) need not look first.
+        if self.current.nil {
+            return self.skip();
+        }
         // An `xsi:type` other than the type decoded is one the bindings do
         // not know (a known one picks its own variant): decoded as
         // `type_name`, and noted.
@@ -547,7 +553,11 @@ impl<'a> XmlReader<'a> {
         }
     }
 
-    /// Decodes the current element into a new box (a polymorphic variant).
+    /// Decodes the current element into a new box (a field that would
+    /// otherwise make its type infinitely large). A polymorphic enum decodes
+    /// its variants with [`Decode::decode_boxed`] instead: a structure's
+    /// decoder gives `xsi:nil` its default itself, so no copy of this
+    /// function is made for each of them.
     pub fn read_boxed<T: Decode>(&mut self) -> Result<Box<T>, DecodeError> {
         if self.current.nil {
             return match self.skip() {
@@ -1152,6 +1162,23 @@ mod tests {
             assert!(error.message().contains("given twice"), "{error}");
             assert_eq!(error.path(), "r/a");
         }
+    }
+
+    #[test]
+    fn a_nil_polymorphic_variant_is_its_default_whatever_it_holds() {
+        use crate::types::{AnyVirtualDeviceBackingInfo, VirtualDiskFlatVer2BackingInfo};
+        let xml = format!(
+            "<backing xmlns:xsi=\"{XSI}\" xsi:type=\"VirtualDiskFlatVer2BackingInfo\" \
+             xsi:nil=\"true\"><diskMode>persistent</diskMode><fileName>[ds] a.vmdk</fileName></backing>"
+        );
+        let mut r = XmlReader::new(xml.as_bytes(), &crate::generated::REGISTRY);
+        r.root().unwrap();
+        let decoded = AnyVirtualDeviceBackingInfo::decode(&mut r).unwrap();
+        r.finish().unwrap();
+        assert_eq!(
+            decoded.downcast_ref::<VirtualDiskFlatVer2BackingInfo>(),
+            Some(&VirtualDiskFlatVer2BackingInfo::default())
+        );
     }
 
     #[test]

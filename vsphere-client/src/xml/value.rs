@@ -111,7 +111,8 @@ impl dyn DataObject {
 }
 
 /// Unboxes the object as `T`; on mismatch, the object back. What a
-/// polymorphic `Any*` enum's conversion from a [`Value`] is built on.
+/// generated type's conversion from a [`Value`] is built on (a polymorphic
+/// `Any*` enum's matches the chunk enums itself, see [`take_chunk`]).
 #[doc(hidden)]
 pub fn take_object<T: ObjectType>(
     object: Box<dyn DataObject>,
@@ -128,7 +129,10 @@ pub fn take_object<T: ObjectType>(
 }
 
 /// Unboxes the object as the chunk enum `O`; on mismatch, the object back.
-fn take_chunk<O: DataObject>(object: Box<dyn DataObject>) -> Result<O, Box<dyn DataObject>> {
+/// A polymorphic `Any*` enum's conversion from an object matches the chunk
+/// enum's variant itself: one copy per chunk instead of one per variant.
+#[doc(hidden)]
+pub fn take_chunk<O: DataObject>(object: Box<dyn DataObject>) -> Result<O, Box<dyn DataObject>> {
     if !object.as_any().is::<O>() {
         return Err(object);
     }
@@ -140,7 +144,9 @@ fn take_chunk<O: DataObject>(object: Box<dyn DataObject>) -> Result<O, Box<dyn D
     }
 }
 
-fn box_object<O: DataObject>(object: O) -> Box<dyn DataObject> {
+/// A chunk enum boxed as an object again (the conversion that did not match).
+#[doc(hidden)]
+pub fn box_object<O: DataObject>(object: O) -> Box<dyn DataObject> {
     Box::new(object)
 }
 

@@ -114,45 +114,44 @@ impl AnyAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "Action" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Action(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::Action(v)) => return Ok(Self::Action(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::CreateTaskAction(v)) => {
+                return Ok(Self::CreateTaskAction(v));
             }
-            "CreateTaskAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CreateTaskAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MethodAction(v)) => {
+                return Ok(Self::MethodAction(v));
             }
-            "MethodAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
+            Ok(chunks::r_2::Object::RunScriptAction(v)) => {
+                return Ok(Self::RunScriptAction(v));
             }
-            "RunScriptAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RunScriptAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SendEmailAction(v)) => {
+                return Ok(Self::SendEmailAction(v));
             }
-            "SendEmailAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SendEmailAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::SendSNMPAction(v)) => {
+                return Ok(Self::SendSNMPAction(v));
             }
-            "SendSNMPAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SendSNMPAction(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyAction {
@@ -160,37 +159,37 @@ impl x::Decode for AnyAction {
         Ok(
             match r.xsi_type() {
                 Some("CreateTaskAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CreateTaskAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RunScriptAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RunScriptAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SendEmailAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SendEmailAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SendSNMPAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SendSNMPAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Action(v),
                         Err(e) => return Err(e),
                     }
@@ -375,27 +374,23 @@ impl AnyAlarmAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "AlarmAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmAction(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::AlarmAction(v)) => return Ok(Self::AlarmAction(v)),
+            Ok(chunks::a_1::Object::AlarmTriggeringAction(v)) => {
+                return Ok(Self::AlarmTriggeringAction(v));
             }
-            "AlarmTriggeringAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmTriggeringAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GroupAlarmAction(v)) => {
+                return Ok(Self::GroupAlarmAction(v));
             }
-            "GroupAlarmAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GroupAlarmAction(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyAlarmAction {
@@ -403,19 +398,19 @@ impl x::Decode for AnyAlarmAction {
         Ok(
             match r.xsi_type() {
                 Some("AlarmTriggeringAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmTriggeringAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GroupAlarmAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GroupAlarmAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmAction(v),
                         Err(e) => return Err(e),
                     }
@@ -593,45 +588,46 @@ impl AnyAlarmExpression {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "AlarmExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmExpression(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::AlarmExpression(v)) => {
+                return Ok(Self::AlarmExpression(v));
             }
-            "AndAlarmExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AndAlarmExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::a_1::Object::AndAlarmExpression(v)) => {
+                return Ok(Self::AndAlarmExpression(v));
             }
-            "EventAlarmExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EventAlarmExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::EventAlarmExpression(v)) => {
+                return Ok(Self::EventAlarmExpression(v));
             }
-            "MetricAlarmExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MetricAlarmExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MetricAlarmExpression(v)) => {
+                return Ok(Self::MetricAlarmExpression(v));
             }
-            "OrAlarmExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OrAlarmExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OrAlarmExpression(v)) => {
+                return Ok(Self::OrAlarmExpression(v));
             }
-            "StateAlarmExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StateAlarmExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::StateAlarmExpression(v)) => {
+                return Ok(Self::StateAlarmExpression(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyAlarmExpression {
@@ -639,37 +635,37 @@ impl x::Decode for AnyAlarmExpression {
         Ok(
             match r.xsi_type() {
                 Some("AndAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AndAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EventAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MetricAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MetricAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OrAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OrAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StateAlarmExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StateAlarmExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmExpression(v),
                         Err(e) => return Err(e),
                     }
@@ -836,21 +832,14 @@ impl AnyAlarmSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "AlarmSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmSpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::AlarmSpec(v)) => return Ok(Self::AlarmSpec(v)),
+            Ok(chunks::a_1::Object::AlarmInfo(v)) => return Ok(Self::AlarmInfo(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyAlarmSpec {
@@ -858,13 +847,13 @@ impl x::Decode for AnyAlarmSpec {
         Ok(
             match r.xsi_type() {
                 Some("AlarmInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1006,27 +995,21 @@ impl AnyAnswerFileCreateSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "AnswerFileCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AnswerFileCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::AnswerFileCreateSpec(v)) => {
+                return Ok(Self::AnswerFileCreateSpec(v));
             }
-            "AnswerFileOptionsCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AnswerFileOptionsCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::a_1::Object::AnswerFileOptionsCreateSpec(v)) => {
+                return Ok(Self::AnswerFileOptionsCreateSpec(v));
             }
-            "AnswerFileSerializedCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AnswerFileSerializedCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::a_1::Object::AnswerFileSerializedCreateSpec(v)) => {
+                return Ok(Self::AnswerFileSerializedCreateSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyAnswerFileCreateSpec {
@@ -1034,19 +1017,19 @@ impl x::Decode for AnyAnswerFileCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("AnswerFileOptionsCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileOptionsCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AnswerFileSerializedCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileSerializedCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileCreateSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1568,255 +1551,213 @@ impl AnyApplyProfile {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ApplyProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ApplyProfile(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::ActiveDirectoryProfile(v)) => {
+                return Ok(Self::ActiveDirectoryProfile(v));
             }
-            "ActiveDirectoryProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ActiveDirectoryProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_2::Object>(object) {
+            Ok(chunks::a_2::Object::ApplyProfile(v)) => return Ok(Self::ApplyProfile(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
+            Ok(chunks::a_9::Object::AuthenticationProfile(v)) => {
+                return Ok(Self::AuthenticationProfile(v));
             }
-            "AuthenticationProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AuthenticationProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            Ok(chunks::d_2::Object::DateTimeProfile(v)) => {
+                return Ok(Self::DateTimeProfile(v));
             }
-            "DateTimeProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DateTimeProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsHostVNicProfile(v)) => {
+                return Ok(Self::DvsHostVNicProfile(v));
             }
-            "DvsHostVNicProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHostVNicProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsProfile(v)) => return Ok(Self::DvsProfile(v)),
+            Ok(chunks::d_5::Object::DvsServiceConsoleVNicProfile(v)) => {
+                return Ok(Self::DvsServiceConsoleVNicProfile(v));
             }
-            "DvsProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsVNicProfile(v)) => {
+                return Ok(Self::DvsVNicProfile(v));
             }
-            "DvsServiceConsoleVNicProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsServiceConsoleVNicProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FirewallProfile(v)) => {
+                return Ok(Self::FirewallProfile(v));
             }
-            "DvsVNicProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsVNicProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::e_to_f::Object::FirewallProfileRulesetProfile(v)) => {
+                return Ok(Self::FirewallProfileRulesetProfile(v));
             }
-            "FirewallProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FirewallProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HostApplyProfile(v)) => {
+                return Ok(Self::HostApplyProfile(v));
             }
-            "FirewallProfileRulesetProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FirewallProfileRulesetProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            Ok(chunks::h_5::Object::HostMemoryProfile(v)) => {
+                return Ok(Self::HostMemoryProfile(v));
             }
-            "HostApplyProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostApplyProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPortGroupProfile(v)) => {
+                return Ok(Self::HostPortGroupProfile(v));
             }
-            "HostMemoryProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMemoryProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::IpAddressProfile(v)) => {
+                return Ok(Self::IpAddressProfile(v));
             }
-            "HostPortGroupProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPortGroupProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::i_2::Object::IpRouteProfile(v)) => {
+                return Ok(Self::IpRouteProfile(v));
             }
-            "IpAddressProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpAddressProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::LinkProfile(v)) => return Ok(Self::LinkProfile(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NasStorageProfile(v)) => {
+                return Ok(Self::NasStorageProfile(v));
             }
-            "IpRouteProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpRouteProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::n_1::Object::NetStackInstanceProfile(v)) => {
+                return Ok(Self::NetStackInstanceProfile(v));
             }
-            "LinkProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LinkProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::n_1::Object::NetworkPolicyProfile(v)) => {
+                return Ok(Self::NetworkPolicyProfile(v));
             }
-            "NasStorageProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NasStorageProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::n_1::Object::NetworkProfile(v)) => {
+                return Ok(Self::NetworkProfile(v));
             }
-            "NetStackInstanceProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetStackInstanceProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::n_1::Object::NetworkProfileDnsConfigProfile(v)) => {
+                return Ok(Self::NetworkProfileDnsConfigProfile(v));
             }
-            "NetworkPolicyProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkPolicyProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            Ok(chunks::n_2::Object::NsxHostVNicProfile(v)) => {
+                return Ok(Self::NsxHostVNicProfile(v));
             }
-            "NetworkProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::n_2::Object::NumPortsProfile(v)) => {
+                return Ok(Self::NumPortsProfile(v));
             }
-            "NetworkProfileDnsConfigProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkProfileDnsConfigProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OpaqueSwitchProfile(v)) => {
+                return Ok(Self::OpaqueSwitchProfile(v));
             }
-            "NsxHostVNicProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NsxHostVNicProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::o_1::Object::OptionProfile(v)) => {
+                return Ok(Self::OptionProfile(v));
             }
-            "NumPortsProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NumPortsProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PermissionProfile(v)) => {
+                return Ok(Self::PermissionProfile(v));
             }
-            "OpaqueSwitchProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OpaqueSwitchProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_1::Object::PhysicalNicProfile(v)) => {
+                return Ok(Self::PhysicalNicProfile(v));
             }
-            "OptionProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OptionProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::PnicUplinkProfile(v)) => {
+                return Ok(Self::PnicUplinkProfile(v));
             }
-            "PermissionProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PermissionProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_2::Object::PortGroupProfile(v)) => {
+                return Ok(Self::PortGroupProfile(v));
             }
-            "PhysicalNicProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PhysicalNicProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_2::Object::ProfileApplyProfileElement(v)) => {
+                return Ok(Self::ProfileApplyProfileElement(v));
             }
-            "PnicUplinkProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PnicUplinkProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SecurityProfile(v)) => {
+                return Ok(Self::SecurityProfile(v));
             }
-            "PortGroupProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PortGroupProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::ServiceConsolePortGroupProfile(v)) => {
+                return Ok(Self::ServiceConsolePortGroupProfile(v));
             }
-            "ProfileApplyProfileElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileApplyProfileElement(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::ServiceProfile(v)) => {
+                return Ok(Self::ServiceProfile(v));
             }
-            "SecurityProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SecurityProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::StaticRouteProfile(v)) => {
+                return Ok(Self::StaticRouteProfile(v));
             }
-            "ServiceConsolePortGroupProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServiceConsolePortGroupProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
+            Ok(chunks::s_3::Object::StorageProfile(v)) => {
+                return Ok(Self::StorageProfile(v));
             }
-            "ServiceProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServiceProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UserGroupProfile(v)) => {
+                return Ok(Self::UserGroupProfile(v));
             }
-            "StaticRouteProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StaticRouteProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::u::Object::UserProfile(v)) => return Ok(Self::UserProfile(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            Ok(chunks::v_10::Object::VmPortGroupProfile(v)) => {
+                return Ok(Self::VmPortGroupProfile(v));
             }
-            "StorageProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
+            Ok(chunks::v_8::Object::VirtualSwitchProfile(v)) => {
+                return Ok(Self::VirtualSwitchProfile(v));
             }
-            "UserGroupProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserGroupProfile(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSwitchSelectionProfile(v)) => {
+                return Ok(Self::VirtualSwitchSelectionProfile(v));
             }
-            "UserProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserProfile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualSwitchProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSwitchProfile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualSwitchSelectionProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSwitchSelectionProfile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VlanProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VlanProfile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPortGroupProfile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPortGroupProfile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VlanProfile(v)) => return Ok(Self::VlanProfile(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyApplyProfile {
@@ -1824,247 +1765,247 @@ impl x::Decode for AnyApplyProfile {
         Ok(
             match r.xsi_type() {
                 Some("ActiveDirectoryProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ActiveDirectoryProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AuthenticationProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AuthenticationProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DateTimeProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DateTimeProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsServiceConsoleVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsServiceConsoleVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FirewallProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FirewallProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FirewallProfileRulesetProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FirewallProfileRulesetProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostApplyProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostApplyProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostMemoryProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMemoryProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IpAddressProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpAddressProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IpRouteProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpRouteProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LinkProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LinkProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasStorageProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasStorageProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetStackInstanceProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetStackInstanceProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkPolicyProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkPolicyProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkProfileDnsConfigProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkProfileDnsConfigProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NsxHostVNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NsxHostVNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NumPortsProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NumPortsProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OpaqueSwitchProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OpaqueSwitchProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OptionProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PermissionProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PermissionProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PhysicalNicProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PhysicalNicProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PnicUplinkProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PnicUplinkProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileApplyProfileElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileApplyProfileElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecurityProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecurityProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServiceConsolePortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceConsolePortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServiceProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StaticRouteProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StaticRouteProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSwitchProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSwitchProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSwitchSelectionProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSwitchSelectionProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VlanProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VlanProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPortGroupProfile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPortGroupProfile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ApplyProfile(v),
                         Err(e) => return Err(e),
                     }

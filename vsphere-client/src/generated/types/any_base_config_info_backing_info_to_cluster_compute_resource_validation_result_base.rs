@@ -137,33 +137,24 @@ impl AnyBaseConfigInfoBackingInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "BaseConfigInfoBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            Ok(chunks::b_to_c::Object::BaseConfigInfoBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoBackingInfo(v));
             }
-            "BaseConfigInfoDiskFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoDiskFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::b_to_c::Object::BaseConfigInfoDiskFileBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoDiskFileBackingInfo(v));
             }
-            "BaseConfigInfoFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::b_to_c::Object::BaseConfigInfoFileBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoFileBackingInfo(v));
             }
-            "BaseConfigInfoRawDiskMappingBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::b_to_c::Object::BaseConfigInfoRawDiskMappingBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyBaseConfigInfoBackingInfo {
@@ -171,25 +162,25 @@ impl x::Decode for AnyBaseConfigInfoBackingInfo {
         Ok(
             match r.xsi_type() {
                 Some("BaseConfigInfoDiskFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoDiskFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BaseConfigInfoFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BaseConfigInfoRawDiskMappingBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoRawDiskMappingBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoBackingInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -381,27 +372,21 @@ impl AnyBaseConfigInfoFileBackingInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "BaseConfigInfoFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            Ok(chunks::b_to_c::Object::BaseConfigInfoFileBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoFileBackingInfo(v));
             }
-            "BaseConfigInfoDiskFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoDiskFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::b_to_c::Object::BaseConfigInfoDiskFileBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoDiskFileBackingInfo(v));
             }
-            "BaseConfigInfoRawDiskMappingBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::b_to_c::Object::BaseConfigInfoRawDiskMappingBackingInfo(v)) => {
+                return Ok(Self::BaseConfigInfoRawDiskMappingBackingInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyBaseConfigInfoFileBackingInfo {
@@ -409,19 +394,19 @@ impl x::Decode for AnyBaseConfigInfoFileBackingInfo {
         Ok(
             match r.xsi_type() {
                 Some("BaseConfigInfoDiskFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoDiskFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BaseConfigInfoRawDiskMappingBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoRawDiskMappingBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BaseConfigInfoFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -681,69 +666,62 @@ impl AnyClusterAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterAction(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            Ok(chunks::b_to_c::Object::ClusterAction(v)) => {
+                return Ok(Self::ClusterAction(v));
             }
-            "ClusterClusterInitialPlacementAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterClusterInitialPlacementAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterClusterInitialPlacementAction(v)) => {
+                return Ok(Self::ClusterClusterInitialPlacementAction(v));
             }
-            "ClusterHostInfraUpdateHaModeAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterHostInfraUpdateHaModeAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterHostInfraUpdateHaModeAction(v)) => {
+                return Ok(Self::ClusterHostInfraUpdateHaModeAction(v));
             }
-            "ClusterHostPowerAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterHostPowerAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterHostPowerAction(v)) => {
+                return Ok(Self::ClusterHostPowerAction(v));
             }
-            "ClusterInitialPlacementAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterInitialPlacementAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterInitialPlacementAction(v)) => {
+                return Ok(Self::ClusterInitialPlacementAction(v));
             }
-            "ClusterMigrationAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterMigrationAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterMigrationAction(v)) => {
+                return Ok(Self::ClusterMigrationAction(v));
             }
-            "HbrDiskMigrationAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HbrDiskMigrationAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HbrDiskMigrationAction(v)) => {
+                return Ok(Self::HbrDiskMigrationAction(v));
             }
-            "PlacementAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PlacementAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PlacementAction(v)) => {
+                return Ok(Self::PlacementAction(v));
             }
-            "StorageMigrationAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageMigrationAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
+            Ok(chunks::s_3::Object::StorageMigrationAction(v)) => {
+                return Ok(Self::StorageMigrationAction(v));
             }
-            "StoragePlacementAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StoragePlacementAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_3::Object::StoragePlacementAction(v)) => {
+                return Ok(Self::StoragePlacementAction(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterAction {
@@ -751,61 +729,61 @@ impl x::Decode for AnyClusterAction {
         Ok(
             match r.xsi_type() {
                 Some("ClusterClusterInitialPlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterClusterInitialPlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterHostInfraUpdateHaModeAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterHostInfraUpdateHaModeAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterHostPowerAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterHostPowerAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterInitialPlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterInitialPlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterMigrationAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterMigrationAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HbrDiskMigrationAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HbrDiskMigrationAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageMigrationAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageMigrationAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StoragePlacementAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StoragePlacementAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterAction(v),
                         Err(e) => return Err(e),
                     }
@@ -1091,31 +1069,21 @@ impl AnyClusterComputeResourceValidationResultBase {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterComputeResourceValidationResultBase" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterComputeResourceValidationResultBase(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterComputeResourceValidationResultBase(v)) => {
+                return Ok(Self::ClusterComputeResourceValidationResultBase(v));
             }
-            "ClusterComputeResourceDVSConfigurationValidation" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::ClusterComputeResourceDVSConfigurationValidation(v))
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterComputeResourceHostConfigurationValidation" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::ClusterComputeResourceHostConfigurationValidation(v))
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::c_1::Object::ClusterComputeResourceDVSConfigurationValidation(v),
+            ) => return Ok(Self::ClusterComputeResourceDVSConfigurationValidation(v)),
+            Ok(
+                chunks::c_1::Object::ClusterComputeResourceHostConfigurationValidation(v),
+            ) => return Ok(Self::ClusterComputeResourceHostConfigurationValidation(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterComputeResourceValidationResultBase {
@@ -1123,7 +1091,7 @@ impl x::Decode for AnyClusterComputeResourceValidationResultBase {
         Ok(
             match r.xsi_type() {
                 Some("ClusterComputeResourceDVSConfigurationValidation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::ClusterComputeResourceDVSConfigurationValidation(v)
                         }
@@ -1131,7 +1099,7 @@ impl x::Decode for AnyClusterComputeResourceValidationResultBase {
                     }
                 }
                 Some("ClusterComputeResourceHostConfigurationValidation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::ClusterComputeResourceHostConfigurationValidation(v)
                         }
@@ -1139,7 +1107,7 @@ impl x::Decode for AnyClusterComputeResourceValidationResultBase {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterComputeResourceValidationResultBase(v),
                         Err(e) => return Err(e),
                     }

@@ -155,33 +155,28 @@ impl AnyClusterDasAdmissionControlInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterDasAdmissionControlInfo(v));
             }
-            "ClusterFailoverHostAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverHostAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterFailoverHostAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterFailoverHostAdmissionControlInfo(v));
             }
-            "ClusterFailoverLevelAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverLevelAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFailoverLevelAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterFailoverLevelAdmissionControlInfo(v));
             }
-            "ClusterFailoverResourcesAdmissionControlInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverResourcesAdmissionControlInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFailoverResourcesAdmissionControlInfo(v)) => {
+                return Ok(Self::ClusterFailoverResourcesAdmissionControlInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasAdmissionControlInfo {
@@ -189,25 +184,25 @@ impl x::Decode for AnyClusterDasAdmissionControlInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterFailoverHostAdmissionControlInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverHostAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverLevelAdmissionControlInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverLevelAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverResourcesAdmissionControlInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverResourcesAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAdmissionControlInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -443,33 +438,28 @@ impl AnyClusterDasAdmissionControlPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasAdmissionControlPolicy(v)) => {
+                return Ok(Self::ClusterDasAdmissionControlPolicy(v));
             }
-            "ClusterFailoverHostAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverHostAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterFailoverHostAdmissionControlPolicy(v)) => {
+                return Ok(Self::ClusterFailoverHostAdmissionControlPolicy(v));
             }
-            "ClusterFailoverLevelAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverLevelAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFailoverLevelAdmissionControlPolicy(v)) => {
+                return Ok(Self::ClusterFailoverLevelAdmissionControlPolicy(v));
             }
-            "ClusterFailoverResourcesAdmissionControlPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFailoverResourcesAdmissionControlPolicy(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::c_2::Object::ClusterFailoverResourcesAdmissionControlPolicy(v),
+            ) => return Ok(Self::ClusterFailoverResourcesAdmissionControlPolicy(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasAdmissionControlPolicy {
@@ -477,25 +467,25 @@ impl x::Decode for AnyClusterDasAdmissionControlPolicy {
         Ok(
             match r.xsi_type() {
                 Some("ClusterFailoverHostAdmissionControlPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverHostAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverLevelAdmissionControlPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverLevelAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFailoverResourcesAdmissionControlPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFailoverResourcesAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAdmissionControlPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -682,21 +672,18 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasAdvancedRuntimeInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAdvancedRuntimeInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasAdvancedRuntimeInfo(v)) => {
+                return Ok(Self::ClusterDasAdvancedRuntimeInfo(v));
             }
-            "ClusterDasFailoverLevelAdvancedRuntimeInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDasFailoverLevelAdvancedRuntimeInfo(v)) => {
+                return Ok(Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasAdvancedRuntimeInfo {
@@ -704,13 +691,13 @@ impl x::Decode for AnyClusterDasAdvancedRuntimeInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDasFailoverLevelAdvancedRuntimeInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAdvancedRuntimeInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -837,21 +824,18 @@ impl AnyClusterDasData {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasData" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasData(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasData(v)) => {
+                return Ok(Self::ClusterDasData(v));
             }
-            "ClusterDasDataSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasDataSummary(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDasDataSummary(v)) => {
+                return Ok(Self::ClusterDasDataSummary(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasData {
@@ -859,13 +843,13 @@ impl x::Decode for AnyClusterDasData {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDasDataSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasDataSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasData(v),
                         Err(e) => return Err(e),
                     }
@@ -988,21 +972,18 @@ impl AnyClusterDasHostInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDasHostInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasHostInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDasHostInfo(v)) => {
+                return Ok(Self::ClusterDasHostInfo(v));
             }
-            "ClusterDasAamHostInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDasAamHostInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDasAamHostInfo(v)) => {
+                return Ok(Self::ClusterDasAamHostInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDasHostInfo {
@@ -1010,13 +991,13 @@ impl x::Decode for AnyClusterDasHostInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDasAamHostInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasAamHostInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDasHostInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -1156,21 +1137,22 @@ impl AnyClusterDrsFaultsFaultsByVm {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterDrsFaultsFaultsByVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDrsFaultsFaultsByVm(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterDrsFaultsFaultsByVirtualDisk(v)) => {
+                return Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v));
             }
-            "ClusterDrsFaultsFaultsByVirtualDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDrsFaultsFaultsByVirtualDisk(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterDrsFaultsFaultsByVm(v)) => {
+                return Ok(Self::ClusterDrsFaultsFaultsByVm(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterDrsFaultsFaultsByVm {
@@ -1178,13 +1160,13 @@ impl x::Decode for AnyClusterDrsFaultsFaultsByVm {
         Ok(
             match r.xsi_type() {
                 Some("ClusterDrsFaultsFaultsByVirtualDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDrsFaultsFaultsByVirtualDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDrsFaultsFaultsByVm(v),
                         Err(e) => return Err(e),
                     }

@@ -94,27 +94,21 @@ impl AnyClusterGroupInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterGroupInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterGroupInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterGroupInfo(v)) => {
+                return Ok(Self::ClusterGroupInfo(v));
             }
-            "ClusterHostGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterHostGroup(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterHostGroup(v)) => {
+                return Ok(Self::ClusterHostGroup(v));
             }
-            "ClusterVmGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterVmGroup(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterVmGroup(v)) => {
+                return Ok(Self::ClusterVmGroup(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterGroupInfo {
@@ -122,19 +116,19 @@ impl x::Decode for AnyClusterGroupInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterHostGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterHostGroup(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterVmGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterVmGroup(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterGroupInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -302,27 +296,21 @@ impl AnyClusterProfileConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterProfileConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterProfileConfigSpec(v)) => {
+                return Ok(Self::ClusterProfileConfigSpec(v));
             }
-            "ClusterProfileCompleteConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileCompleteConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterProfileCompleteConfigSpec(v)) => {
+                return Ok(Self::ClusterProfileCompleteConfigSpec(v));
             }
-            "ClusterProfileConfigServiceCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileConfigServiceCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterProfileConfigServiceCreateSpec(v)) => {
+                return Ok(Self::ClusterProfileConfigServiceCreateSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterProfileConfigSpec {
@@ -330,19 +318,19 @@ impl x::Decode for AnyClusterProfileConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("ClusterProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileConfigServiceCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigServiceCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -563,57 +551,48 @@ impl AnyClusterRuleInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterRuleInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterRuleInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterAffinityRuleSpec(v)) => {
+                return Ok(Self::ClusterAffinityRuleSpec(v));
             }
-            "ClusterAffinityRuleSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterAffinityRuleSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterAntiAffinityRuleSpec(v)) => {
+                return Ok(Self::ClusterAntiAffinityRuleSpec(v));
             }
-            "ClusterAntiAffinityRuleSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterAntiAffinityRuleSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_1::Object::ClusterDependencyRuleInfo(v)) => {
+                return Ok(Self::ClusterDependencyRuleInfo(v));
             }
-            "ClusterDependencyRuleInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDependencyRuleInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterRuleInfo(v)) => {
+                return Ok(Self::ClusterRuleInfo(v));
             }
-            "ClusterFtVmHostRuleInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFtVmHostRuleInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFtVmHostRuleInfo(v)) => {
+                return Ok(Self::ClusterFtVmHostRuleInfo(v));
             }
-            "ClusterVmHostRuleInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterVmHostRuleInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterVmHostRuleInfo(v)) => {
+                return Ok(Self::ClusterVmHostRuleInfo(v));
             }
-            "VirtualDiskAntiAffinityRuleSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskAntiAffinityRuleSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDiskAntiAffinityRuleSpec(v)) => {
+                return Ok(Self::VirtualDiskAntiAffinityRuleSpec(v));
             }
-            "VirtualDiskRuleSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskRuleSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualDiskRuleSpec(v)) => {
+                return Ok(Self::VirtualDiskRuleSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterRuleInfo {
@@ -621,49 +600,49 @@ impl x::Decode for AnyClusterRuleInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterAffinityRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterAffinityRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterAntiAffinityRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterAntiAffinityRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterDependencyRuleInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDependencyRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterFtVmHostRuleInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFtVmHostRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterVmHostRuleInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterVmHostRuleInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskAntiAffinityRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskAntiAffinityRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRuleSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRuleSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterRuleInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -865,21 +844,18 @@ impl AnyClusterSlotPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ClusterSlotPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterSlotPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterSlotPolicy(v)) => {
+                return Ok(Self::ClusterSlotPolicy(v));
             }
-            "ClusterFixedSizeSlotPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterFixedSizeSlotPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterFixedSizeSlotPolicy(v)) => {
+                return Ok(Self::ClusterFixedSizeSlotPolicy(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyClusterSlotPolicy {
@@ -887,13 +863,13 @@ impl x::Decode for AnyClusterSlotPolicy {
         Ok(
             match r.xsi_type() {
                 Some("ClusterFixedSizeSlotPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterFixedSizeSlotPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterSlotPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -1018,21 +994,22 @@ impl AnyComputeResourceConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ComputeResourceConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ComputeResourceConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterConfigInfoEx(v)) => {
+                return Ok(Self::ClusterConfigInfoEx(v));
             }
-            "ClusterConfigInfoEx" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterConfigInfoEx(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::ComputeResourceConfigInfo(v)) => {
+                return Ok(Self::ComputeResourceConfigInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyComputeResourceConfigInfo {
@@ -1040,13 +1017,13 @@ impl x::Decode for AnyComputeResourceConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterConfigInfoEx") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterConfigInfoEx(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceConfigInfo(v),
                         Err(e) => return Err(e),
                     }

@@ -90,21 +90,22 @@ impl AnyComputeResourceConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ComputeResourceConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ComputeResourceConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterConfigSpecEx(v)) => {
+                return Ok(Self::ClusterConfigSpecEx(v));
             }
-            "ClusterConfigSpecEx" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterConfigSpecEx(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::ComputeResourceConfigSpec(v)) => {
+                return Ok(Self::ComputeResourceConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyComputeResourceConfigSpec {
@@ -112,13 +113,13 @@ impl x::Decode for AnyComputeResourceConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("ClusterConfigSpecEx") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterConfigSpecEx(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -245,21 +246,22 @@ impl AnyComputeResourceSummary {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ComputeResourceSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ComputeResourceSummary(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterComputeResourceSummary(v)) => {
+                return Ok(Self::ClusterComputeResourceSummary(v));
             }
-            "ClusterComputeResourceSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterComputeResourceSummary(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::ComputeResourceSummary(v)) => {
+                return Ok(Self::ComputeResourceSummary(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyComputeResourceSummary {
@@ -267,13 +269,13 @@ impl x::Decode for AnyComputeResourceSummary {
         Ok(
             match r.xsi_type() {
                 Some("ClusterComputeResourceSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterComputeResourceSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ComputeResourceSummary(v),
                         Err(e) => return Err(e),
                     }
@@ -453,35 +455,31 @@ impl AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CryptoManagerKmipCryptoKeyStatusKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::CryptoManagerKmipCryptoKeyStatusKeyInfo(v)) => {
+                return Ok(Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v));
             }
-            "CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v))
-                    }
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::c_3::Object::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(
+                    v,
+                ),
+            ) => return Ok(Self::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v)),
+            Ok(
+                chunks::c_3::Object::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
+                    v,
+                ),
+            ) => {
+                return Ok(
+                    Self::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
+                        v,
+                    ),
+                );
             }
-            "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(
-                            Self::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
-                                v,
-                            ),
-                        )
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
@@ -489,7 +487,7 @@ impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
         Ok(
             match r.xsi_type() {
                 Some("CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::CryptoManagerKmipCryptoKeyStatusWrappingKeyIdKeyInfo(v)
                         }
@@ -499,7 +497,7 @@ impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
                 Some(
                     "CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo",
                 ) => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::CryptoManagerKmipCryptoKeyStatusWrappingRotationIntervalKeyInfo(
                                 v,
@@ -509,7 +507,7 @@ impl x::Decode for AnyCryptoManagerKmipCryptoKeyStatusKeyInfo {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoManagerKmipCryptoKeyStatusKeyInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -709,51 +707,31 @@ impl AnyCryptoSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CryptoSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CryptoSpec(v)) => return Ok(Self::CryptoSpec(v)),
+            Ok(chunks::c_4::Object::CryptoSpecDecrypt(v)) => {
+                return Ok(Self::CryptoSpecDecrypt(v));
             }
-            "CryptoSpecDecrypt" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpecDecrypt(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CryptoSpecDeepRecrypt(v)) => {
+                return Ok(Self::CryptoSpecDeepRecrypt(v));
             }
-            "CryptoSpecDeepRecrypt" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpecDeepRecrypt(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CryptoSpecEncrypt(v)) => {
+                return Ok(Self::CryptoSpecEncrypt(v));
             }
-            "CryptoSpecEncrypt" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpecEncrypt(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CryptoSpecNoOp(v)) => {
+                return Ok(Self::CryptoSpecNoOp(v));
             }
-            "CryptoSpecNoOp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpecNoOp(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CryptoSpecRegister(v)) => {
+                return Ok(Self::CryptoSpecRegister(v));
             }
-            "CryptoSpecRegister" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpecRegister(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CryptoSpecShallowRecrypt(v)) => {
+                return Ok(Self::CryptoSpecShallowRecrypt(v));
             }
-            "CryptoSpecShallowRecrypt" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CryptoSpecShallowRecrypt(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCryptoSpec {
@@ -761,43 +739,43 @@ impl x::Decode for AnyCryptoSpec {
         Ok(
             match r.xsi_type() {
                 Some("CryptoSpecDecrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecDecrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecDeepRecrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecDeepRecrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecEncrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecEncrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecNoOp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecNoOp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecRegister") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecRegister(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CryptoSpecShallowRecrypt") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpecShallowRecrypt(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CryptoSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -987,21 +965,18 @@ impl AnyCustomFieldValue {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CustomFieldValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldValue(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomFieldValue(v)) => {
+                return Ok(Self::CustomFieldValue(v));
             }
-            "CustomFieldStringValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldStringValue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomFieldStringValue(v)) => {
+                return Ok(Self::CustomFieldStringValue(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCustomFieldValue {
@@ -1009,13 +984,13 @@ impl x::Decode for AnyCustomFieldValue {
         Ok(
             match r.xsi_type() {
                 Some("CustomFieldStringValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldStringValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldValue(v),
                         Err(e) => return Err(e),
                     }
@@ -1204,51 +1179,33 @@ impl AnyCustomizationIdentitySettings {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CustomizationIdentitySettings" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationIdentitySettings(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationIdentitySettings(v)) => {
+                return Ok(Self::CustomizationIdentitySettings(v));
             }
-            "CustomizationCloudinitPrep" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationCloudinitPrep(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationCloudinitPrep(v)) => {
+                return Ok(Self::CustomizationCloudinitPrep(v));
             }
-            "CustomizationLinuxFlexPrep" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationLinuxFlexPrep(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationLinuxFlexPrep(v)) => {
+                return Ok(Self::CustomizationLinuxFlexPrep(v));
             }
-            "CustomizationLinuxPrep" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationLinuxPrep(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationLinuxPrep(v)) => {
+                return Ok(Self::CustomizationLinuxPrep(v));
             }
-            "CustomizationSysprep" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationSysprep(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationSysprep(v)) => {
+                return Ok(Self::CustomizationSysprep(v));
             }
-            "CustomizationSysprepText" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationSysprepText(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationSysprepText(v)) => {
+                return Ok(Self::CustomizationSysprepText(v));
             }
-            "CustomizationWindowsFlexPrep" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationWindowsFlexPrep(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationWindowsFlexPrep(v)) => {
+                return Ok(Self::CustomizationWindowsFlexPrep(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCustomizationIdentitySettings {
@@ -1256,43 +1213,43 @@ impl x::Decode for AnyCustomizationIdentitySettings {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationCloudinitPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCloudinitPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationLinuxFlexPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxFlexPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationLinuxPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationSysprep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationSysprep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationSysprepText") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationSysprepText(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationWindowsFlexPrep") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationWindowsFlexPrep(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationIdentitySettings(v),
                         Err(e) => return Err(e),
                     }

@@ -149,45 +149,30 @@ impl AnyCustomizationIpGenerator {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CustomizationIpGenerator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationIpGenerator(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationIpGenerator(v)) => {
+                return Ok(Self::CustomizationIpGenerator(v));
             }
-            "CustomizationCustomIpGenerator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationCustomIpGenerator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationCustomIpGenerator(v)) => {
+                return Ok(Self::CustomizationCustomIpGenerator(v));
             }
-            "CustomizationDhcpIpGenerator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationDhcpIpGenerator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationDhcpIpGenerator(v)) => {
+                return Ok(Self::CustomizationDhcpIpGenerator(v));
             }
-            "CustomizationDisableIpV4" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationDisableIpV4(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationDisableIpV4(v)) => {
+                return Ok(Self::CustomizationDisableIpV4(v));
             }
-            "CustomizationFixedIp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationFixedIp(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationFixedIp(v)) => {
+                return Ok(Self::CustomizationFixedIp(v));
             }
-            "CustomizationUnknownIpGenerator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationUnknownIpGenerator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationUnknownIpGenerator(v)) => {
+                return Ok(Self::CustomizationUnknownIpGenerator(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCustomizationIpGenerator {
@@ -195,37 +180,37 @@ impl x::Decode for AnyCustomizationIpGenerator {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationCustomIpGenerator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCustomIpGenerator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationDhcpIpGenerator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationDhcpIpGenerator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationDisableIpV4") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationDisableIpV4(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFixedIp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFixedIp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownIpGenerator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownIpGenerator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationIpGenerator(v),
                         Err(e) => return Err(e),
                     }
@@ -506,51 +491,33 @@ impl AnyCustomizationIpV6Generator {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CustomizationIpV6Generator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationIpV6Generator(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationIpV6Generator(v)) => {
+                return Ok(Self::CustomizationIpV6Generator(v));
             }
-            "CustomizationAutoIpV6Generator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationAutoIpV6Generator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationAutoIpV6Generator(v)) => {
+                return Ok(Self::CustomizationAutoIpV6Generator(v));
             }
-            "CustomizationCustomIpV6Generator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationCustomIpV6Generator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationCustomIpV6Generator(v)) => {
+                return Ok(Self::CustomizationCustomIpV6Generator(v));
             }
-            "CustomizationDhcpIpV6Generator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationDhcpIpV6Generator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationDhcpIpV6Generator(v)) => {
+                return Ok(Self::CustomizationDhcpIpV6Generator(v));
             }
-            "CustomizationFixedIpV6" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationFixedIpV6(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationFixedIpV6(v)) => {
+                return Ok(Self::CustomizationFixedIpV6(v));
             }
-            "CustomizationStatelessIpV6Generator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationStatelessIpV6Generator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationStatelessIpV6Generator(v)) => {
+                return Ok(Self::CustomizationStatelessIpV6Generator(v));
             }
-            "CustomizationUnknownIpV6Generator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationUnknownIpV6Generator(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationUnknownIpV6Generator(v)) => {
+                return Ok(Self::CustomizationUnknownIpV6Generator(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCustomizationIpV6Generator {
@@ -558,43 +525,43 @@ impl x::Decode for AnyCustomizationIpV6Generator {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationAutoIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationAutoIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationCustomIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCustomIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationDhcpIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationDhcpIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFixedIpV6") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFixedIpV6(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationStatelessIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationStatelessIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownIpV6Generator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationIpV6Generator(v),
                         Err(e) => return Err(e),
                     }
@@ -844,45 +811,30 @@ impl AnyCustomizationName {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CustomizationName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationName(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationName(v)) => {
+                return Ok(Self::CustomizationName(v));
             }
-            "CustomizationCustomName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationCustomName(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationCustomName(v)) => {
+                return Ok(Self::CustomizationCustomName(v));
             }
-            "CustomizationFixedName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationFixedName(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationFixedName(v)) => {
+                return Ok(Self::CustomizationFixedName(v));
             }
-            "CustomizationPrefixName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationPrefixName(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationPrefixName(v)) => {
+                return Ok(Self::CustomizationPrefixName(v));
             }
-            "CustomizationUnknownName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationUnknownName(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationUnknownName(v)) => {
+                return Ok(Self::CustomizationUnknownName(v));
             }
-            "CustomizationVirtualMachineName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationVirtualMachineName(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationVirtualMachineName(v)) => {
+                return Ok(Self::CustomizationVirtualMachineName(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCustomizationName {
@@ -890,37 +842,37 @@ impl x::Decode for AnyCustomizationName {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationCustomName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationCustomName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFixedName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFixedName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationPrefixName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationPrefixName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationVirtualMachineName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationVirtualMachineName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationName(v),
                         Err(e) => return Err(e),
                     }
@@ -1107,27 +1059,21 @@ impl AnyCustomizationOptions {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "CustomizationOptions" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationOptions(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationOptions(v)) => {
+                return Ok(Self::CustomizationOptions(v));
             }
-            "CustomizationLinuxOptions" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationLinuxOptions(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationLinuxOptions(v)) => {
+                return Ok(Self::CustomizationLinuxOptions(v));
             }
-            "CustomizationWinOptions" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationWinOptions(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_4::Object::CustomizationWinOptions(v)) => {
+                return Ok(Self::CustomizationWinOptions(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyCustomizationOptions {
@@ -1135,19 +1081,19 @@ impl x::Decode for AnyCustomizationOptions {
         Ok(
             match r.xsi_type() {
                 Some("CustomizationLinuxOptions") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxOptions(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationWinOptions") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationWinOptions(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationOptions(v),
                         Err(e) => return Err(e),
                     }

@@ -84,21 +84,22 @@ impl AnyDVPortSetting {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVPortSetting" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortSetting(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortSetting(v)) => {
+                return Ok(Self::DVPortSetting(v));
             }
-            "VMwareDVSPortSetting" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSPortSetting(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSPortSetting(v)) => {
+                return Ok(Self::VMwareDVSPortSetting(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVPortSetting {
@@ -106,13 +107,13 @@ impl x::Decode for AnyDVPortSetting {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSPortSetting") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSPortSetting(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortSetting(v),
                         Err(e) => return Err(e),
                     }
@@ -235,21 +236,22 @@ impl AnyDVPortgroupPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVPortgroupPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortgroupPolicy(v)) => {
+                return Ok(Self::DVPortgroupPolicy(v));
             }
-            "VMwareDVSPortgroupPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSPortgroupPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSPortgroupPolicy(v)) => {
+                return Ok(Self::VMwareDVSPortgroupPolicy(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVPortgroupPolicy {
@@ -257,13 +259,13 @@ impl x::Decode for AnyDVPortgroupPolicy {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSPortgroupPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSPortgroupPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -382,21 +384,22 @@ impl AnyDVSConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSConfigInfo(v)) => {
+                return Ok(Self::DVSConfigInfo(v));
             }
-            "VMwareDVSConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSConfigInfo(v)) => {
+                return Ok(Self::VMwareDVSConfigInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSConfigInfo {
@@ -404,13 +407,13 @@ impl x::Decode for AnyDVSConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -529,21 +532,22 @@ impl AnyDVSConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSConfigSpec(v)) => {
+                return Ok(Self::DVSConfigSpec(v));
             }
-            "VMwareDVSConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSConfigSpec(v)) => {
+                return Ok(Self::VMwareDVSConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSConfigSpec {
@@ -551,13 +555,13 @@ impl x::Decode for AnyDVSConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -681,21 +685,22 @@ impl AnyDVSFeatureCapability {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSFeatureCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSFeatureCapability(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSFeatureCapability(v)) => {
+                return Ok(Self::DVSFeatureCapability(v));
             }
-            "VMwareDVSFeatureCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSFeatureCapability(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSFeatureCapability(v)) => {
+                return Ok(Self::VMwareDVSFeatureCapability(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSFeatureCapability {
@@ -703,13 +708,13 @@ impl x::Decode for AnyDVSFeatureCapability {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSFeatureCapability") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSFeatureCapability(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSFeatureCapability(v),
                         Err(e) => return Err(e),
                     }
@@ -840,21 +845,22 @@ impl AnyDVSHealthCheckCapability {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSHealthCheckCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSHealthCheckCapability(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSHealthCheckCapability(v)) => {
+                return Ok(Self::DVSHealthCheckCapability(v));
             }
-            "VMwareDVSHealthCheckCapability" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSHealthCheckCapability(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSHealthCheckCapability(v)) => {
+                return Ok(Self::VMwareDVSHealthCheckCapability(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSHealthCheckCapability {
@@ -862,13 +868,13 @@ impl x::Decode for AnyDVSHealthCheckCapability {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSHealthCheckCapability") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSHealthCheckCapability(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSHealthCheckCapability(v),
                         Err(e) => return Err(e),
                     }
@@ -1037,33 +1043,28 @@ impl AnyDVSHealthCheckConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSHealthCheckConfig(v)) => {
+                return Ok(Self::DVSHealthCheckConfig(v));
             }
-            "VMwareDVSHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSHealthCheckConfig(v)) => {
+                return Ok(Self::VMwareDVSHealthCheckConfig(v));
             }
-            "VMwareDVSTeamingHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSTeamingHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_1::Object::VMwareDVSTeamingHealthCheckConfig(v)) => {
+                return Ok(Self::VMwareDVSTeamingHealthCheckConfig(v));
             }
-            "VMwareDVSVlanMtuHealthCheckConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSVlanMtuHealthCheckConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_1::Object::VMwareDVSVlanMtuHealthCheckConfig(v)) => {
+                return Ok(Self::VMwareDVSVlanMtuHealthCheckConfig(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSHealthCheckConfig {
@@ -1071,25 +1072,25 @@ impl x::Decode for AnyDVSHealthCheckConfig {
         Ok(
             match r.xsi_type() {
                 Some("VMwareDVSHealthCheckConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSTeamingHealthCheckConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSTeamingHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSVlanMtuHealthCheckConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSVlanMtuHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSHealthCheckConfig(v),
                         Err(e) => return Err(e),
                     }

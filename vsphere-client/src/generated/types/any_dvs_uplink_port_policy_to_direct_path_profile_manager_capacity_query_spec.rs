@@ -89,21 +89,18 @@ impl AnyDVSUplinkPortPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DVSUplinkPortPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSUplinkPortPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVSUplinkPortPolicy(v)) => {
+                return Ok(Self::DVSUplinkPortPolicy(v));
             }
-            "DVSNameArrayUplinkPortPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSNameArrayUplinkPortPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_1::Object::DVSNameArrayUplinkPortPolicy(v)) => {
+                return Ok(Self::DVSNameArrayUplinkPortPolicy(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDVSUplinkPortPolicy {
@@ -111,13 +108,13 @@ impl x::Decode for AnyDVSUplinkPortPolicy {
         Ok(
             match r.xsi_type() {
                 Some("DVSNameArrayUplinkPortPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSNameArrayUplinkPortPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSUplinkPortPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -284,51 +281,53 @@ impl AnyDatastoreInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            Ok(chunks::d_2::Object::DatastoreInfo(v)) => {
+                return Ok(Self::DatastoreInfo(v));
             }
-            "LocalDatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LocalDatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::LocalDatastoreInfo(v)) => {
+                return Ok(Self::LocalDatastoreInfo(v));
             }
-            "NasDatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NasDatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NasDatastoreInfo(v)) => {
+                return Ok(Self::NasDatastoreInfo(v));
             }
-            "PMemDatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PMemDatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PMemDatastoreInfo(v)) => {
+                return Ok(Self::PMemDatastoreInfo(v));
             }
-            "VmfsDatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmfsDatastoreInfo(v)) => {
+                return Ok(Self::VmfsDatastoreInfo(v));
             }
-            "VsanDatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanDatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            Ok(chunks::v_12::Object::VsanDatastoreInfo(v)) => {
+                return Ok(Self::VsanDatastoreInfo(v));
             }
-            "VvolDatastoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VvolDatastoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VvolDatastoreInfo(v)) => {
+                return Ok(Self::VvolDatastoreInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDatastoreInfo {
@@ -336,43 +335,43 @@ impl x::Decode for AnyDatastoreInfo {
         Ok(
             match r.xsi_type() {
                 Some("LocalDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LocalDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PMemDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PMemDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VvolDatastoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VvolDatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -627,69 +626,60 @@ impl AnyDescription {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "Description" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Description(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            Ok(chunks::d_2::Object::Description(v)) => return Ok(Self::Description(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::EVCMode(v)) => return Ok(Self::EVCMode(v)),
+            Ok(chunks::e::Object::ElementDescription(v)) => {
+                return Ok(Self::ElementDescription(v));
             }
-            "EVCMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCMode(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::e::Object::ExtendedDescription(v)) => {
+                return Ok(Self::ExtendedDescription(v));
             }
-            "ElementDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ElementDescription(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::e::Object::ExtendedElementDescription(v)) => {
+                return Ok(Self::ExtendedElementDescription(v));
             }
-            "ExtendedDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExtendedDescription(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FeatureEVCMode(v)) => {
+                return Ok(Self::FeatureEVCMode(v));
             }
-            "ExtendedElementDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExtendedElementDescription(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MethodDescription(v)) => {
+                return Ok(Self::MethodDescription(v));
             }
-            "FeatureEVCMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FeatureEVCMode(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OptionDef(v)) => return Ok(Self::OptionDef(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ScheduledTaskDetail(v)) => {
+                return Ok(Self::ScheduledTaskDetail(v));
             }
-            "MethodDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodDescription(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TypeDescription(v)) => {
+                return Ok(Self::TypeDescription(v));
             }
-            "OptionDef" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OptionDef(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskDetail" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskDetail(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TypeDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TypeDescription(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDescription {
@@ -697,61 +687,61 @@ impl x::Decode for AnyDescription {
         Ok(
             match r.xsi_type() {
                 Some("EVCMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ElementDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ElementDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedElementDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedElementDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FeatureEVCMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FeatureEVCMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OptionDef") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionDef(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskDetail") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskDetail(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TypeDescription") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TypeDescription(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Description(v),
                         Err(e) => return Err(e),
                     }
@@ -1061,35 +1051,26 @@ impl AnyDirectPathProfileManagerCapacityQuerySpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DirectPathProfileManagerCapacityQuerySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityQuerySpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityQuerySpec(v)) => {
+                return Ok(Self::DirectPathProfileManagerCapacityQuerySpec(v));
             }
-            "DirectPathProfileManagerCapacityQueryByDeviceConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(v))
-                    }
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::d_3::Object::DirectPathProfileManagerCapacityQueryByDeviceConfig(
+                    v,
+                ),
+            ) => return Ok(Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(v)),
+            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityQueryById(v)) => {
+                return Ok(Self::DirectPathProfileManagerCapacityQueryById(v));
             }
-            "DirectPathProfileManagerCapacityQueryById" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityQueryById(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityQueryByName(v)) => {
+                return Ok(Self::DirectPathProfileManagerCapacityQueryByName(v));
             }
-            "DirectPathProfileManagerCapacityQueryByName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityQueryByName(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerCapacityQuerySpec {
@@ -1097,7 +1078,7 @@ impl x::Decode for AnyDirectPathProfileManagerCapacityQuerySpec {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerCapacityQueryByDeviceConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DirectPathProfileManagerCapacityQueryByDeviceConfig(v)
                         }
@@ -1105,19 +1086,19 @@ impl x::Decode for AnyDirectPathProfileManagerCapacityQuerySpec {
                     }
                 }
                 Some("DirectPathProfileManagerCapacityQueryById") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityQueryById(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerCapacityQueryByName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityQueryByName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityQuerySpec(v),
                         Err(e) => return Err(e),
                     }

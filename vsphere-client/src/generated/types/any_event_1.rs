@@ -5,1000 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `Event` or one of its 442 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyEvent::Event`].
-#[non_exhaustive]
-pub enum AnyEvent {
-    Event(Box<Event>),
-    AccountCreatedEvent(Box<AccountCreatedEvent>),
-    AccountRemovedEvent(Box<AccountRemovedEvent>),
-    AccountUpdatedEvent(Box<AccountUpdatedEvent>),
-    AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
-    AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
-    AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
-    AlarmClearedEvent(Box<AlarmClearedEvent>),
-    AlarmCreatedEvent(Box<AlarmCreatedEvent>),
-    AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
-    AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
-    AlarmEvent(Box<AlarmEvent>),
-    AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
-    AlarmRemovedEvent(Box<AlarmRemovedEvent>),
-    AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
-    AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
-    AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
-    AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
-    AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
-    AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
-    AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
-    AuthorizationEvent(Box<AuthorizationEvent>),
-    BadUsernameSessionEvent(Box<BadUsernameSessionEvent>),
-    CanceledHostOperationEvent(Box<CanceledHostOperationEvent>),
-    ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
-    ClusterCreatedEvent(Box<ClusterCreatedEvent>),
-    ClusterDestroyedEvent(Box<ClusterDestroyedEvent>),
-    ClusterEvent(Box<ClusterEvent>),
-    ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
-    ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
-    ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
-    CustomFieldDefAddedEvent(Box<CustomFieldDefAddedEvent>),
-    CustomFieldDefEvent(Box<CustomFieldDefEvent>),
-    CustomFieldDefRemovedEvent(Box<CustomFieldDefRemovedEvent>),
-    CustomFieldDefRenamedEvent(Box<CustomFieldDefRenamedEvent>),
-    CustomFieldEvent(Box<CustomFieldEvent>),
-    CustomFieldValueChangedEvent(Box<CustomFieldValueChangedEvent>),
-    CustomizationEvent(Box<CustomizationEvent>),
-    CustomizationFailed(Box<CustomizationFailed>),
-    CustomizationLinuxIdentityFailed(Box<CustomizationLinuxIdentityFailed>),
-    CustomizationNetworkSetupFailed(Box<CustomizationNetworkSetupFailed>),
-    CustomizationStartedEvent(Box<CustomizationStartedEvent>),
-    CustomizationSucceeded(Box<CustomizationSucceeded>),
-    CustomizationSysprepFailed(Box<CustomizationSysprepFailed>),
-    CustomizationUnknownFailure(Box<CustomizationUnknownFailure>),
-    DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
-    DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
-    DVPortgroupEvent(Box<DVPortgroupEvent>),
-    DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
-    DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
-    DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
-    DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
-    DasAgentFoundEvent(Box<DasAgentFoundEvent>),
-    DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
-    DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
-    DasDisabledEvent(Box<DasDisabledEvent>),
-    DasEnabledEvent(Box<DasEnabledEvent>),
-    DasHostFailedEvent(Box<DasHostFailedEvent>),
-    DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
-    DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
-    DatacenterEvent(Box<DatacenterEvent>),
-    DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
-    DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
-    DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
-    DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
-    DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
-    DatastoreEvent(Box<DatastoreEvent>),
-    DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
-    DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
-    DatastoreFileEvent(Box<DatastoreFileEvent>),
-    DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
-    DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
-    DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
-    DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
-    DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
-    DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
-    DrsDisabledEvent(Box<DrsDisabledEvent>),
-    DrsEnabledEvent(Box<DrsEnabledEvent>),
-    DrsEnteredStandbyModeEvent(Box<DrsEnteredStandbyModeEvent>),
-    DrsEnteringStandbyModeEvent(Box<DrsEnteringStandbyModeEvent>),
-    DrsExitStandbyModeFailedEvent(Box<DrsExitStandbyModeFailedEvent>),
-    DrsExitedStandbyModeEvent(Box<DrsExitedStandbyModeEvent>),
-    DrsExitingStandbyModeEvent(Box<DrsExitingStandbyModeEvent>),
-    DrsInvocationFailedEvent(Box<DrsInvocationFailedEvent>),
-    DrsRecoveredFromFailureEvent(Box<DrsRecoveredFromFailureEvent>),
-    DrsResourceConfigureFailedEvent(Box<DrsResourceConfigureFailedEvent>),
-    DrsResourceConfigureSyncedEvent(Box<DrsResourceConfigureSyncedEvent>),
-    DrsRuleComplianceEvent(Box<DrsRuleComplianceEvent>),
-    DrsRuleViolationEvent(Box<DrsRuleViolationEvent>),
-    DrsSoftRuleViolationEvent(Box<DrsSoftRuleViolationEvent>),
-    DrsVmMigratedEvent(Box<DrsVmMigratedEvent>),
-    DrsVmPoweredOnEvent(Box<DrsVmPoweredOnEvent>),
-    DuplicateIpDetectedEvent(Box<DuplicateIpDetectedEvent>),
-    DvpgImportEvent(Box<DvpgImportEvent>),
-    DvpgRestoreEvent(Box<DvpgRestoreEvent>),
-    DvsCreatedEvent(Box<DvsCreatedEvent>),
-    DvsDestroyedEvent(Box<DvsDestroyedEvent>),
-    DvsEvent(Box<DvsEvent>),
-    DvsHealthStatusChangeEvent(Box<DvsHealthStatusChangeEvent>),
-    DvsHostBackInSyncEvent(Box<DvsHostBackInSyncEvent>),
-    DvsHostJoinedEvent(Box<DvsHostJoinedEvent>),
-    DvsHostLeftEvent(Box<DvsHostLeftEvent>),
-    DvsHostStatusUpdated(Box<DvsHostStatusUpdated>),
-    DvsHostWentOutOfSyncEvent(Box<DvsHostWentOutOfSyncEvent>),
-    DvsImportEvent(Box<DvsImportEvent>),
-    DvsMergedEvent(Box<DvsMergedEvent>),
-    DvsPortBlockedEvent(Box<DvsPortBlockedEvent>),
-    DvsPortConnectedEvent(Box<DvsPortConnectedEvent>),
-    DvsPortCreatedEvent(Box<DvsPortCreatedEvent>),
-    DvsPortDeletedEvent(Box<DvsPortDeletedEvent>),
-    DvsPortDisconnectedEvent(Box<DvsPortDisconnectedEvent>),
-    DvsPortEnteredPassthruEvent(Box<DvsPortEnteredPassthruEvent>),
-    DvsPortExitedPassthruEvent(Box<DvsPortExitedPassthruEvent>),
-    DvsPortJoinPortgroupEvent(Box<DvsPortJoinPortgroupEvent>),
-    DvsPortLeavePortgroupEvent(Box<DvsPortLeavePortgroupEvent>),
-    DvsPortLinkDownEvent(Box<DvsPortLinkDownEvent>),
-    DvsPortLinkUpEvent(Box<DvsPortLinkUpEvent>),
-    DvsPortReconfiguredEvent(Box<DvsPortReconfiguredEvent>),
-    DvsPortRuntimeChangeEvent(Box<DvsPortRuntimeChangeEvent>),
-    DvsPortUnblockedEvent(Box<DvsPortUnblockedEvent>),
-    DvsPortVendorSpecificStateChangeEvent(Box<DvsPortVendorSpecificStateChangeEvent>),
-    DvsReconfiguredEvent(Box<DvsReconfiguredEvent>),
-    DvsRenamedEvent(Box<DvsRenamedEvent>),
-    DvsRestoreEvent(Box<DvsRestoreEvent>),
-    DvsUpgradeAvailableEvent(Box<DvsUpgradeAvailableEvent>),
-    DvsUpgradeInProgressEvent(Box<DvsUpgradeInProgressEvent>),
-    DvsUpgradeRejectedEvent(Box<DvsUpgradeRejectedEvent>),
-    DvsUpgradedEvent(Box<DvsUpgradedEvent>),
-    EnteredMaintenanceModeEvent(Box<EnteredMaintenanceModeEvent>),
-    EnteredStandbyModeEvent(Box<EnteredStandbyModeEvent>),
-    EnteringMaintenanceModeEvent(Box<EnteringMaintenanceModeEvent>),
-    EnteringStandbyModeEvent(Box<EnteringStandbyModeEvent>),
-    ErrorUpgradeEvent(Box<ErrorUpgradeEvent>),
-    EventEx(Box<EventEx>),
-    ExitMaintenanceModeEvent(Box<ExitMaintenanceModeEvent>),
-    ExitStandbyModeFailedEvent(Box<ExitStandbyModeFailedEvent>),
-    ExitedStandbyModeEvent(Box<ExitedStandbyModeEvent>),
-    ExitingStandbyModeEvent(Box<ExitingStandbyModeEvent>),
-    ExtendedEvent(Box<ExtendedEvent>),
-    FailoverLevelRestored(Box<FailoverLevelRestored>),
-    GeneralEvent(Box<GeneralEvent>),
-    GeneralHostErrorEvent(Box<GeneralHostErrorEvent>),
-    GeneralHostInfoEvent(Box<GeneralHostInfoEvent>),
-    GeneralHostWarningEvent(Box<GeneralHostWarningEvent>),
-    GeneralUserEvent(Box<GeneralUserEvent>),
-    GeneralVmErrorEvent(Box<GeneralVmErrorEvent>),
-    GeneralVmInfoEvent(Box<GeneralVmInfoEvent>),
-    GeneralVmWarningEvent(Box<GeneralVmWarningEvent>),
-    GhostDvsProxySwitchDetectedEvent(Box<GhostDvsProxySwitchDetectedEvent>),
-    GhostDvsProxySwitchRemovedEvent(Box<GhostDvsProxySwitchRemovedEvent>),
-    GlobalMessageChangedEvent(Box<GlobalMessageChangedEvent>),
-    HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
-    HostAddFailedEvent(Box<HostAddFailedEvent>),
-    HostAddedEvent(Box<HostAddedEvent>),
-    HostAdminDisableEvent(Box<HostAdminDisableEvent>),
-    HostAdminEnableEvent(Box<HostAdminEnableEvent>),
-    HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
-    HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
-    HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
-    HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
-    HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
-    HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
-    HostCnxFailedEvent(Box<HostCnxFailedEvent>),
-    HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
-    HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
-    HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
-    HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
-    HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
-    HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
-    HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
-    HostCompliantEvent(Box<HostCompliantEvent>),
-    HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
-    HostConnectedEvent(Box<HostConnectedEvent>),
-    HostConnectionLostEvent(Box<HostConnectionLostEvent>),
-    HostDasDisabledEvent(Box<HostDasDisabledEvent>),
-    HostDasDisablingEvent(Box<HostDasDisablingEvent>),
-    HostDasEnabledEvent(Box<HostDasEnabledEvent>),
-    HostDasEnablingEvent(Box<HostDasEnablingEvent>),
-    HostDasErrorEvent(Box<HostDasErrorEvent>),
-    HostDasEvent(Box<HostDasEvent>),
-    HostDasOkEvent(Box<HostDasOkEvent>),
-    HostDisconnectedEvent(Box<HostDisconnectedEvent>),
-    HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
-    HostEvent(Box<HostEvent>),
-    HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
-    HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
-    HostInAuditModeEvent(Box<HostInAuditModeEvent>),
-    HostInventoryFullEvent(Box<HostInventoryFullEvent>),
-    HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
-    HostIpChangedEvent(Box<HostIpChangedEvent>),
-    HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
-    HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
-    HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
-    HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
-    HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
-    HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
-    HostMonitoringStateChangedEvent(Box<HostMonitoringStateChangedEvent>),
-    HostNoAvailableNetworksEvent(Box<HostNoAvailableNetworksEvent>),
-    HostNoHAEnabledPortGroupsEvent(Box<HostNoHAEnabledPortGroupsEvent>),
-    HostNoRedundantManagementNetworkEvent(Box<HostNoRedundantManagementNetworkEvent>),
-    HostNonCompliantEvent(Box<HostNonCompliantEvent>),
-    HostNotInClusterEvent(Box<HostNotInClusterEvent>),
-    HostOvercommittedEvent(Box<HostOvercommittedEvent>),
-    HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
-    HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
-    HostReconnectionFailedEvent(Box<HostReconnectionFailedEvent>),
-    HostRemovedEvent(Box<HostRemovedEvent>),
-    HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
-    HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
-    HostShutdownEvent(Box<HostShutdownEvent>),
-    HostSpecificationChangedEvent(Box<HostSpecificationChangedEvent>),
-    HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
-    HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
-    HostStatusChangedEvent(Box<HostStatusChangedEvent>),
-    HostSubSpecificationDeleteEvent(Box<HostSubSpecificationDeleteEvent>),
-    HostSubSpecificationUpdateEvent(Box<HostSubSpecificationUpdateEvent>),
-    HostSyncFailedEvent(Box<HostSyncFailedEvent>),
-    HostUpgradeFailedEvent(Box<HostUpgradeFailedEvent>),
-    HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
-    HostVnicConnectedToCustomizedDVPortEvent(
-        Box<HostVnicConnectedToCustomizedDVPortEvent>,
-    ),
-    HostWwnChangedEvent(Box<HostWwnChangedEvent>),
-    HostWwnConflictEvent(Box<HostWwnConflictEvent>),
-    IScsiBootFailureEvent(Box<IScsiBootFailureEvent>),
-    IncorrectHostInformationEvent(Box<IncorrectHostInformationEvent>),
-    InfoUpgradeEvent(Box<InfoUpgradeEvent>),
-    InsufficientFailoverResourcesEvent(Box<InsufficientFailoverResourcesEvent>),
-    InvalidEditionEvent(Box<InvalidEditionEvent>),
-    LicenseEvent(Box<LicenseEvent>),
-    LicenseExpiredEvent(Box<LicenseExpiredEvent>),
-    LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
-    LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
-    LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
-    LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
-    LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
-    LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
-    LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
-    LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
-    MigrationErrorEvent(Box<MigrationErrorEvent>),
-    MigrationEvent(Box<MigrationEvent>),
-    MigrationHostErrorEvent(Box<MigrationHostErrorEvent>),
-    MigrationHostWarningEvent(Box<MigrationHostWarningEvent>),
-    MigrationResourceErrorEvent(Box<MigrationResourceErrorEvent>),
-    MigrationResourceWarningEvent(Box<MigrationResourceWarningEvent>),
-    MigrationWarningEvent(Box<MigrationWarningEvent>),
-    MtuMatchEvent(Box<MtuMatchEvent>),
-    MtuMismatchEvent(Box<MtuMismatchEvent>),
-    NASDatastoreCreatedEvent(Box<NASDatastoreCreatedEvent>),
-    NetworkRollbackEvent(Box<NetworkRollbackEvent>),
-    NoAccessUserEvent(Box<NoAccessUserEvent>),
-    NoDatastoresConfiguredEvent(Box<NoDatastoresConfiguredEvent>),
-    NoLicenseEvent(Box<NoLicenseEvent>),
-    NoMaintenanceModeDrsRecommendationForVM(
-        Box<NoMaintenanceModeDrsRecommendationForVM>,
-    ),
-    NonVIWorkloadDetectedOnDatastoreEvent(Box<NonVIWorkloadDetectedOnDatastoreEvent>),
-    NotEnoughResourcesToStartVmEvent(Box<NotEnoughResourcesToStartVmEvent>),
-    OutOfSyncDvsHost(Box<OutOfSyncDvsHost>),
-    PermissionAddedEvent(Box<PermissionAddedEvent>),
-    PermissionEvent(Box<PermissionEvent>),
-    PermissionRemovedEvent(Box<PermissionRemovedEvent>),
-    PermissionUpdatedEvent(Box<PermissionUpdatedEvent>),
-    ProfileAssociatedEvent(Box<ProfileAssociatedEvent>),
-    ProfileChangedEvent(Box<ProfileChangedEvent>),
-    ProfileCreatedEvent(Box<ProfileCreatedEvent>),
-    ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
-    ProfileEvent(Box<ProfileEvent>),
-    ProfileReferenceHostChangedEvent(Box<ProfileReferenceHostChangedEvent>),
-    ProfileRemovedEvent(Box<ProfileRemovedEvent>),
-    RecoveryEvent(Box<RecoveryEvent>),
-    RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
-    ResourcePoolCreatedEvent(Box<ResourcePoolCreatedEvent>),
-    ResourcePoolDestroyedEvent(Box<ResourcePoolDestroyedEvent>),
-    ResourcePoolEvent(Box<ResourcePoolEvent>),
-    ResourcePoolMovedEvent(Box<ResourcePoolMovedEvent>),
-    ResourcePoolReconfiguredEvent(Box<ResourcePoolReconfiguredEvent>),
-    ResourceViolatedEvent(Box<ResourceViolatedEvent>),
-    RoleAddedEvent(Box<RoleAddedEvent>),
-    RoleEvent(Box<RoleEvent>),
-    RoleRemovedEvent(Box<RoleRemovedEvent>),
-    RoleUpdatedEvent(Box<RoleUpdatedEvent>),
-    RollbackEvent(Box<RollbackEvent>),
-    ScheduledTaskCompletedEvent(Box<ScheduledTaskCompletedEvent>),
-    ScheduledTaskCreatedEvent(Box<ScheduledTaskCreatedEvent>),
-    ScheduledTaskEmailCompletedEvent(Box<ScheduledTaskEmailCompletedEvent>),
-    ScheduledTaskEmailFailedEvent(Box<ScheduledTaskEmailFailedEvent>),
-    ScheduledTaskEvent(Box<ScheduledTaskEvent>),
-    ScheduledTaskFailedEvent(Box<ScheduledTaskFailedEvent>),
-    ScheduledTaskReconfiguredEvent(Box<ScheduledTaskReconfiguredEvent>),
-    ScheduledTaskRemovedEvent(Box<ScheduledTaskRemovedEvent>),
-    ScheduledTaskStartedEvent(Box<ScheduledTaskStartedEvent>),
-    ServerLicenseExpiredEvent(Box<ServerLicenseExpiredEvent>),
-    ServerStartedSessionEvent(Box<ServerStartedSessionEvent>),
-    SessionEvent(Box<SessionEvent>),
-    SessionTerminatedEvent(Box<SessionTerminatedEvent>),
-    TaskEvent(Box<TaskEvent>),
-    TaskTimeoutEvent(Box<TaskTimeoutEvent>),
-    TeamingMatchEvent(Box<TeamingMatchEvent>),
-    TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
-    TemplateBeingUpgradedEvent(Box<TemplateBeingUpgradedEvent>),
-    TemplateUpgradeEvent(Box<TemplateUpgradeEvent>),
-    TemplateUpgradeFailedEvent(Box<TemplateUpgradeFailedEvent>),
-    TemplateUpgradedEvent(Box<TemplateUpgradedEvent>),
-    TimedOutHostOperationEvent(Box<TimedOutHostOperationEvent>),
-    UnlicensedVirtualMachinesEvent(Box<UnlicensedVirtualMachinesEvent>),
-    UnlicensedVirtualMachinesFoundEvent(Box<UnlicensedVirtualMachinesFoundEvent>),
-    UpdatedAgentBeingRestartedEvent(Box<UpdatedAgentBeingRestartedEvent>),
-    UpgradeEvent(Box<UpgradeEvent>),
-    UplinkPortMtuNotSupportEvent(Box<UplinkPortMtuNotSupportEvent>),
-    UplinkPortMtuSupportEvent(Box<UplinkPortMtuSupportEvent>),
-    UplinkPortVlanTrunkedEvent(Box<UplinkPortVlanTrunkedEvent>),
-    UplinkPortVlanUntrunkedEvent(Box<UplinkPortVlanUntrunkedEvent>),
-    UserAssignedToGroup(Box<UserAssignedToGroup>),
-    UserLoginSessionEvent(Box<UserLoginSessionEvent>),
-    UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
-    UserPasswordChanged(Box<UserPasswordChanged>),
-    UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
-    UserUpgradeEvent(Box<UserUpgradeEvent>),
-    VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
-    VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
-    VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
-    VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
-    VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
-    VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
-    VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
-    VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
-    VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
-    VmAcquiredMksTicketEvent(Box<VmAcquiredMksTicketEvent>),
-    VmAcquiredTicketEvent(Box<VmAcquiredTicketEvent>),
-    VmAutoRenameEvent(Box<VmAutoRenameEvent>),
-    VmBeingClonedEvent(Box<VmBeingClonedEvent>),
-    VmBeingClonedNoFolderEvent(Box<VmBeingClonedNoFolderEvent>),
-    VmBeingCreatedEvent(Box<VmBeingCreatedEvent>),
-    VmBeingDeployedEvent(Box<VmBeingDeployedEvent>),
-    VmBeingHotMigratedEvent(Box<VmBeingHotMigratedEvent>),
-    VmBeingMigratedEvent(Box<VmBeingMigratedEvent>),
-    VmBeingRelocatedEvent(Box<VmBeingRelocatedEvent>),
-    VmCloneEvent(Box<VmCloneEvent>),
-    VmCloneFailedEvent(Box<VmCloneFailedEvent>),
-    VmClonedEvent(Box<VmClonedEvent>),
-    VmConfigMissingEvent(Box<VmConfigMissingEvent>),
-    VmConnectedEvent(Box<VmConnectedEvent>),
-    VmCreatedEvent(Box<VmCreatedEvent>),
-    VmDasBeingResetEvent(Box<VmDasBeingResetEvent>),
-    VmDasBeingResetWithScreenshotEvent(Box<VmDasBeingResetWithScreenshotEvent>),
-    VmDasResetFailedEvent(Box<VmDasResetFailedEvent>),
-    VmDasUpdateErrorEvent(Box<VmDasUpdateErrorEvent>),
-    VmDasUpdateOkEvent(Box<VmDasUpdateOkEvent>),
-    VmDateRolledBackEvent(Box<VmDateRolledBackEvent>),
-    VmDeployFailedEvent(Box<VmDeployFailedEvent>),
-    VmDeployedEvent(Box<VmDeployedEvent>),
-    VmDisconnectedEvent(Box<VmDisconnectedEvent>),
-    VmDiscoveredEvent(Box<VmDiscoveredEvent>),
-    VmDiskFailedEvent(Box<VmDiskFailedEvent>),
-    VmEmigratingEvent(Box<VmEmigratingEvent>),
-    VmEndRecordingEvent(Box<VmEndRecordingEvent>),
-    VmEndReplayingEvent(Box<VmEndReplayingEvent>),
-    VmEvent(Box<VmEvent>),
-    VmFailedMigrateEvent(Box<VmFailedMigrateEvent>),
-    VmFailedRelayoutEvent(Box<VmFailedRelayoutEvent>),
-    VmFailedRelayoutOnVmfs2DatastoreEvent(Box<VmFailedRelayoutOnVmfs2DatastoreEvent>),
-    VmFailedStartingSecondaryEvent(Box<VmFailedStartingSecondaryEvent>),
-    VmFailedToPowerOffEvent(Box<VmFailedToPowerOffEvent>),
-    VmFailedToPowerOnEvent(Box<VmFailedToPowerOnEvent>),
-    VmFailedToRebootGuestEvent(Box<VmFailedToRebootGuestEvent>),
-    VmFailedToResetEvent(Box<VmFailedToResetEvent>),
-    VmFailedToShutdownGuestEvent(Box<VmFailedToShutdownGuestEvent>),
-    VmFailedToStandbyGuestEvent(Box<VmFailedToStandbyGuestEvent>),
-    VmFailedToSuspendEvent(Box<VmFailedToSuspendEvent>),
-    VmFailedUpdatingSecondaryConfig(Box<VmFailedUpdatingSecondaryConfig>),
-    VmFailoverFailed(Box<VmFailoverFailed>),
-    VmFaultToleranceStateChangedEvent(Box<VmFaultToleranceStateChangedEvent>),
-    VmFaultToleranceTurnedOffEvent(Box<VmFaultToleranceTurnedOffEvent>),
-    VmFaultToleranceVmTerminatedEvent(Box<VmFaultToleranceVmTerminatedEvent>),
-    VmGuestOSCrashedEvent(Box<VmGuestOSCrashedEvent>),
-    VmGuestRebootEvent(Box<VmGuestRebootEvent>),
-    VmGuestShutdownEvent(Box<VmGuestShutdownEvent>),
-    VmGuestStandbyEvent(Box<VmGuestStandbyEvent>),
-    VmHealthMonitoringStateChangedEvent(Box<VmHealthMonitoringStateChangedEvent>),
-    VmInstanceUuidAssignedEvent(Box<VmInstanceUuidAssignedEvent>),
-    VmInstanceUuidChangedEvent(Box<VmInstanceUuidChangedEvent>),
-    VmInstanceUuidConflictEvent(Box<VmInstanceUuidConflictEvent>),
-    VmMacAssignedEvent(Box<VmMacAssignedEvent>),
-    VmMacChangedEvent(Box<VmMacChangedEvent>),
-    VmMacConflictEvent(Box<VmMacConflictEvent>),
-    VmMaxFTRestartCountReached(Box<VmMaxFTRestartCountReached>),
-    VmMaxRestartCountReached(Box<VmMaxRestartCountReached>),
-    VmMessageErrorEvent(Box<VmMessageErrorEvent>),
-    VmMessageEvent(Box<VmMessageEvent>),
-    VmMessageWarningEvent(Box<VmMessageWarningEvent>),
-    VmMigratedEvent(Box<VmMigratedEvent>),
-    VmNoCompatibleHostForSecondaryEvent(Box<VmNoCompatibleHostForSecondaryEvent>),
-    VmNoNetworkAccessEvent(Box<VmNoNetworkAccessEvent>),
-    VmOrphanedEvent(Box<VmOrphanedEvent>),
-    VmPowerOffOnIsolationEvent(Box<VmPowerOffOnIsolationEvent>),
-    VmPoweredOffEvent(Box<VmPoweredOffEvent>),
-    VmPoweredOnEvent(Box<VmPoweredOnEvent>),
-    VmPoweringOnWithCustomizedDVPortEvent(Box<VmPoweringOnWithCustomizedDVPortEvent>),
-    VmPrimaryFailoverEvent(Box<VmPrimaryFailoverEvent>),
-    VmReconfiguredEvent(Box<VmReconfiguredEvent>),
-    VmRegisteredEvent(Box<VmRegisteredEvent>),
-    VmRelayoutSuccessfulEvent(Box<VmRelayoutSuccessfulEvent>),
-    VmRelayoutUpToDateEvent(Box<VmRelayoutUpToDateEvent>),
-    VmReloadFromPathEvent(Box<VmReloadFromPathEvent>),
-    VmReloadFromPathFailedEvent(Box<VmReloadFromPathFailedEvent>),
-    VmRelocateFailedEvent(Box<VmRelocateFailedEvent>),
-    VmRelocateSpecEvent(Box<VmRelocateSpecEvent>),
-    VmRelocatedEvent(Box<VmRelocatedEvent>),
-    VmRemoteConsoleConnectedEvent(Box<VmRemoteConsoleConnectedEvent>),
-    VmRemoteConsoleDisconnectedEvent(Box<VmRemoteConsoleDisconnectedEvent>),
-    VmRemovedEvent(Box<VmRemovedEvent>),
-    VmRenamedEvent(Box<VmRenamedEvent>),
-    VmRequirementsExceedCurrentEVCModeEvent(
-        Box<VmRequirementsExceedCurrentEVCModeEvent>,
-    ),
-    VmResettingEvent(Box<VmResettingEvent>),
-    VmResourcePoolMovedEvent(Box<VmResourcePoolMovedEvent>),
-    VmResourceReallocatedEvent(Box<VmResourceReallocatedEvent>),
-    VmRestartedOnAlternateHostEvent(Box<VmRestartedOnAlternateHostEvent>),
-    VmResumingEvent(Box<VmResumingEvent>),
-    VmSecondaryAddedEvent(Box<VmSecondaryAddedEvent>),
-    VmSecondaryDisabledBySystemEvent(Box<VmSecondaryDisabledBySystemEvent>),
-    VmSecondaryDisabledEvent(Box<VmSecondaryDisabledEvent>),
-    VmSecondaryEnabledEvent(Box<VmSecondaryEnabledEvent>),
-    VmSecondaryStartedEvent(Box<VmSecondaryStartedEvent>),
-    VmShutdownOnIsolationEvent(Box<VmShutdownOnIsolationEvent>),
-    VmStartRecordingEvent(Box<VmStartRecordingEvent>),
-    VmStartReplayingEvent(Box<VmStartReplayingEvent>),
-    VmStartingEvent(Box<VmStartingEvent>),
-    VmStartingSecondaryEvent(Box<VmStartingSecondaryEvent>),
-    VmStaticMacConflictEvent(Box<VmStaticMacConflictEvent>),
-    VmStoppingEvent(Box<VmStoppingEvent>),
-    VmSuspendedEvent(Box<VmSuspendedEvent>),
-    VmSuspendingEvent(Box<VmSuspendingEvent>),
-    VmTimedoutStartingSecondaryEvent(Box<VmTimedoutStartingSecondaryEvent>),
-    VmUnsupportedStartingEvent(Box<VmUnsupportedStartingEvent>),
-    VmUpgradeCompleteEvent(Box<VmUpgradeCompleteEvent>),
-    VmUpgradeFailedEvent(Box<VmUpgradeFailedEvent>),
-    VmUpgradingEvent(Box<VmUpgradingEvent>),
-    VmUuidAssignedEvent(Box<VmUuidAssignedEvent>),
-    VmUuidChangedEvent(Box<VmUuidChangedEvent>),
-    VmUuidConflictEvent(Box<VmUuidConflictEvent>),
-    VmVnicPoolReservationViolationClearEvent(
-        Box<VmVnicPoolReservationViolationClearEvent>,
-    ),
-    VmVnicPoolReservationViolationRaiseEvent(
-        Box<VmVnicPoolReservationViolationRaiseEvent>,
-    ),
-    VmWwnAssignedEvent(Box<VmWwnAssignedEvent>),
-    VmWwnChangedEvent(Box<VmWwnChangedEvent>),
-    VmWwnConflictEvent(Box<VmWwnConflictEvent>),
-    WarningUpgradeEvent(Box<WarningUpgradeEvent>),
-}
-impl Default for AnyEvent {
-    fn default() -> Self {
-        Self::Event(Box::default())
-    }
-}
-impl AnyEvent {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Self::Event(_) => "Event",
-            Self::AccountCreatedEvent(_) => "AccountCreatedEvent",
-            Self::AccountRemovedEvent(_) => "AccountRemovedEvent",
-            Self::AccountUpdatedEvent(_) => "AccountUpdatedEvent",
-            Self::AdminPasswordNotChangedEvent(_) => "AdminPasswordNotChangedEvent",
-            Self::AlarmAcknowledgedEvent(_) => "AlarmAcknowledgedEvent",
-            Self::AlarmActionTriggeredEvent(_) => "AlarmActionTriggeredEvent",
-            Self::AlarmClearedEvent(_) => "AlarmClearedEvent",
-            Self::AlarmCreatedEvent(_) => "AlarmCreatedEvent",
-            Self::AlarmEmailCompletedEvent(_) => "AlarmEmailCompletedEvent",
-            Self::AlarmEmailFailedEvent(_) => "AlarmEmailFailedEvent",
-            Self::AlarmEvent(_) => "AlarmEvent",
-            Self::AlarmReconfiguredEvent(_) => "AlarmReconfiguredEvent",
-            Self::AlarmRemovedEvent(_) => "AlarmRemovedEvent",
-            Self::AlarmScriptCompleteEvent(_) => "AlarmScriptCompleteEvent",
-            Self::AlarmScriptFailedEvent(_) => "AlarmScriptFailedEvent",
-            Self::AlarmSnmpCompletedEvent(_) => "AlarmSnmpCompletedEvent",
-            Self::AlarmSnmpFailedEvent(_) => "AlarmSnmpFailedEvent",
-            Self::AlarmStatusChangedEvent(_) => "AlarmStatusChangedEvent",
-            Self::AllVirtualMachinesLicensedEvent(_) => "AllVirtualMachinesLicensedEvent",
-            Self::AlreadyAuthenticatedSessionEvent(_) => {
-                "AlreadyAuthenticatedSessionEvent"
-            }
-            Self::AuthorizationEvent(_) => "AuthorizationEvent",
-            Self::BadUsernameSessionEvent(_) => "BadUsernameSessionEvent",
-            Self::CanceledHostOperationEvent(_) => "CanceledHostOperationEvent",
-            Self::ClusterComplianceCheckedEvent(_) => "ClusterComplianceCheckedEvent",
-            Self::ClusterCreatedEvent(_) => "ClusterCreatedEvent",
-            Self::ClusterDestroyedEvent(_) => "ClusterDestroyedEvent",
-            Self::ClusterEvent(_) => "ClusterEvent",
-            Self::ClusterOvercommittedEvent(_) => "ClusterOvercommittedEvent",
-            Self::ClusterReconfiguredEvent(_) => "ClusterReconfiguredEvent",
-            Self::ClusterStatusChangedEvent(_) => "ClusterStatusChangedEvent",
-            Self::CustomFieldDefAddedEvent(_) => "CustomFieldDefAddedEvent",
-            Self::CustomFieldDefEvent(_) => "CustomFieldDefEvent",
-            Self::CustomFieldDefRemovedEvent(_) => "CustomFieldDefRemovedEvent",
-            Self::CustomFieldDefRenamedEvent(_) => "CustomFieldDefRenamedEvent",
-            Self::CustomFieldEvent(_) => "CustomFieldEvent",
-            Self::CustomFieldValueChangedEvent(_) => "CustomFieldValueChangedEvent",
-            Self::CustomizationEvent(_) => "CustomizationEvent",
-            Self::CustomizationFailed(_) => "CustomizationFailed",
-            Self::CustomizationLinuxIdentityFailed(_) => {
-                "CustomizationLinuxIdentityFailed"
-            }
-            Self::CustomizationNetworkSetupFailed(_) => "CustomizationNetworkSetupFailed",
-            Self::CustomizationStartedEvent(_) => "CustomizationStartedEvent",
-            Self::CustomizationSucceeded(_) => "CustomizationSucceeded",
-            Self::CustomizationSysprepFailed(_) => "CustomizationSysprepFailed",
-            Self::CustomizationUnknownFailure(_) => "CustomizationUnknownFailure",
-            Self::DVPortgroupCreatedEvent(_) => "DVPortgroupCreatedEvent",
-            Self::DVPortgroupDestroyedEvent(_) => "DVPortgroupDestroyedEvent",
-            Self::DVPortgroupEvent(_) => "DVPortgroupEvent",
-            Self::DVPortgroupReconfiguredEvent(_) => "DVPortgroupReconfiguredEvent",
-            Self::DVPortgroupRenamedEvent(_) => "DVPortgroupRenamedEvent",
-            Self::DasAdmissionControlDisabledEvent(_) => {
-                "DasAdmissionControlDisabledEvent"
-            }
-            Self::DasAdmissionControlEnabledEvent(_) => "DasAdmissionControlEnabledEvent",
-            Self::DasAgentFoundEvent(_) => "DasAgentFoundEvent",
-            Self::DasAgentUnavailableEvent(_) => "DasAgentUnavailableEvent",
-            Self::DasClusterIsolatedEvent(_) => "DasClusterIsolatedEvent",
-            Self::DasDisabledEvent(_) => "DasDisabledEvent",
-            Self::DasEnabledEvent(_) => "DasEnabledEvent",
-            Self::DasHostFailedEvent(_) => "DasHostFailedEvent",
-            Self::DasHostIsolatedEvent(_) => "DasHostIsolatedEvent",
-            Self::DatacenterCreatedEvent(_) => "DatacenterCreatedEvent",
-            Self::DatacenterEvent(_) => "DatacenterEvent",
-            Self::DatacenterRenamedEvent(_) => "DatacenterRenamedEvent",
-            Self::DatastoreCapacityIncreasedEvent(_) => "DatastoreCapacityIncreasedEvent",
-            Self::DatastoreDestroyedEvent(_) => "DatastoreDestroyedEvent",
-            Self::DatastoreDiscoveredEvent(_) => "DatastoreDiscoveredEvent",
-            Self::DatastoreDuplicatedEvent(_) => "DatastoreDuplicatedEvent",
-            Self::DatastoreEvent(_) => "DatastoreEvent",
-            Self::DatastoreFileCopiedEvent(_) => "DatastoreFileCopiedEvent",
-            Self::DatastoreFileDeletedEvent(_) => "DatastoreFileDeletedEvent",
-            Self::DatastoreFileEvent(_) => "DatastoreFileEvent",
-            Self::DatastoreFileMovedEvent(_) => "DatastoreFileMovedEvent",
-            Self::DatastoreIORMReconfiguredEvent(_) => "DatastoreIORMReconfiguredEvent",
-            Self::DatastorePrincipalConfigured(_) => "DatastorePrincipalConfigured",
-            Self::DatastoreRemovedOnHostEvent(_) => "DatastoreRemovedOnHostEvent",
-            Self::DatastoreRenamedEvent(_) => "DatastoreRenamedEvent",
-            Self::DatastoreRenamedOnHostEvent(_) => "DatastoreRenamedOnHostEvent",
-            Self::DrsDisabledEvent(_) => "DrsDisabledEvent",
-            Self::DrsEnabledEvent(_) => "DrsEnabledEvent",
-            Self::DrsEnteredStandbyModeEvent(_) => "DrsEnteredStandbyModeEvent",
-            Self::DrsEnteringStandbyModeEvent(_) => "DrsEnteringStandbyModeEvent",
-            Self::DrsExitStandbyModeFailedEvent(_) => "DrsExitStandbyModeFailedEvent",
-            Self::DrsExitedStandbyModeEvent(_) => "DrsExitedStandbyModeEvent",
-            Self::DrsExitingStandbyModeEvent(_) => "DrsExitingStandbyModeEvent",
-            Self::DrsInvocationFailedEvent(_) => "DrsInvocationFailedEvent",
-            Self::DrsRecoveredFromFailureEvent(_) => "DrsRecoveredFromFailureEvent",
-            Self::DrsResourceConfigureFailedEvent(_) => "DrsResourceConfigureFailedEvent",
-            Self::DrsResourceConfigureSyncedEvent(_) => "DrsResourceConfigureSyncedEvent",
-            Self::DrsRuleComplianceEvent(_) => "DrsRuleComplianceEvent",
-            Self::DrsRuleViolationEvent(_) => "DrsRuleViolationEvent",
-            Self::DrsSoftRuleViolationEvent(_) => "DrsSoftRuleViolationEvent",
-            Self::DrsVmMigratedEvent(_) => "DrsVmMigratedEvent",
-            Self::DrsVmPoweredOnEvent(_) => "DrsVmPoweredOnEvent",
-            Self::DuplicateIpDetectedEvent(_) => "DuplicateIpDetectedEvent",
-            Self::DvpgImportEvent(_) => "DvpgImportEvent",
-            Self::DvpgRestoreEvent(_) => "DvpgRestoreEvent",
-            Self::DvsCreatedEvent(_) => "DvsCreatedEvent",
-            Self::DvsDestroyedEvent(_) => "DvsDestroyedEvent",
-            Self::DvsEvent(_) => "DvsEvent",
-            Self::DvsHealthStatusChangeEvent(_) => "DvsHealthStatusChangeEvent",
-            Self::DvsHostBackInSyncEvent(_) => "DvsHostBackInSyncEvent",
-            Self::DvsHostJoinedEvent(_) => "DvsHostJoinedEvent",
-            Self::DvsHostLeftEvent(_) => "DvsHostLeftEvent",
-            Self::DvsHostStatusUpdated(_) => "DvsHostStatusUpdated",
-            Self::DvsHostWentOutOfSyncEvent(_) => "DvsHostWentOutOfSyncEvent",
-            Self::DvsImportEvent(_) => "DvsImportEvent",
-            Self::DvsMergedEvent(_) => "DvsMergedEvent",
-            Self::DvsPortBlockedEvent(_) => "DvsPortBlockedEvent",
-            Self::DvsPortConnectedEvent(_) => "DvsPortConnectedEvent",
-            Self::DvsPortCreatedEvent(_) => "DvsPortCreatedEvent",
-            Self::DvsPortDeletedEvent(_) => "DvsPortDeletedEvent",
-            Self::DvsPortDisconnectedEvent(_) => "DvsPortDisconnectedEvent",
-            Self::DvsPortEnteredPassthruEvent(_) => "DvsPortEnteredPassthruEvent",
-            Self::DvsPortExitedPassthruEvent(_) => "DvsPortExitedPassthruEvent",
-            Self::DvsPortJoinPortgroupEvent(_) => "DvsPortJoinPortgroupEvent",
-            Self::DvsPortLeavePortgroupEvent(_) => "DvsPortLeavePortgroupEvent",
-            Self::DvsPortLinkDownEvent(_) => "DvsPortLinkDownEvent",
-            Self::DvsPortLinkUpEvent(_) => "DvsPortLinkUpEvent",
-            Self::DvsPortReconfiguredEvent(_) => "DvsPortReconfiguredEvent",
-            Self::DvsPortRuntimeChangeEvent(_) => "DvsPortRuntimeChangeEvent",
-            Self::DvsPortUnblockedEvent(_) => "DvsPortUnblockedEvent",
-            Self::DvsPortVendorSpecificStateChangeEvent(_) => {
-                "DvsPortVendorSpecificStateChangeEvent"
-            }
-            Self::DvsReconfiguredEvent(_) => "DvsReconfiguredEvent",
-            Self::DvsRenamedEvent(_) => "DvsRenamedEvent",
-            Self::DvsRestoreEvent(_) => "DvsRestoreEvent",
-            Self::DvsUpgradeAvailableEvent(_) => "DvsUpgradeAvailableEvent",
-            Self::DvsUpgradeInProgressEvent(_) => "DvsUpgradeInProgressEvent",
-            Self::DvsUpgradeRejectedEvent(_) => "DvsUpgradeRejectedEvent",
-            Self::DvsUpgradedEvent(_) => "DvsUpgradedEvent",
-            Self::EnteredMaintenanceModeEvent(_) => "EnteredMaintenanceModeEvent",
-            Self::EnteredStandbyModeEvent(_) => "EnteredStandbyModeEvent",
-            Self::EnteringMaintenanceModeEvent(_) => "EnteringMaintenanceModeEvent",
-            Self::EnteringStandbyModeEvent(_) => "EnteringStandbyModeEvent",
-            Self::ErrorUpgradeEvent(_) => "ErrorUpgradeEvent",
-            Self::EventEx(_) => "EventEx",
-            Self::ExitMaintenanceModeEvent(_) => "ExitMaintenanceModeEvent",
-            Self::ExitStandbyModeFailedEvent(_) => "ExitStandbyModeFailedEvent",
-            Self::ExitedStandbyModeEvent(_) => "ExitedStandbyModeEvent",
-            Self::ExitingStandbyModeEvent(_) => "ExitingStandbyModeEvent",
-            Self::ExtendedEvent(_) => "ExtendedEvent",
-            Self::FailoverLevelRestored(_) => "FailoverLevelRestored",
-            Self::GeneralEvent(_) => "GeneralEvent",
-            Self::GeneralHostErrorEvent(_) => "GeneralHostErrorEvent",
-            Self::GeneralHostInfoEvent(_) => "GeneralHostInfoEvent",
-            Self::GeneralHostWarningEvent(_) => "GeneralHostWarningEvent",
-            Self::GeneralUserEvent(_) => "GeneralUserEvent",
-            Self::GeneralVmErrorEvent(_) => "GeneralVmErrorEvent",
-            Self::GeneralVmInfoEvent(_) => "GeneralVmInfoEvent",
-            Self::GeneralVmWarningEvent(_) => "GeneralVmWarningEvent",
-            Self::GhostDvsProxySwitchDetectedEvent(_) => {
-                "GhostDvsProxySwitchDetectedEvent"
-            }
-            Self::GhostDvsProxySwitchRemovedEvent(_) => "GhostDvsProxySwitchRemovedEvent",
-            Self::GlobalMessageChangedEvent(_) => "GlobalMessageChangedEvent",
-            Self::HealthStatusChangedEvent(_) => "HealthStatusChangedEvent",
-            Self::HostAddFailedEvent(_) => "HostAddFailedEvent",
-            Self::HostAddedEvent(_) => "HostAddedEvent",
-            Self::HostAdminDisableEvent(_) => "HostAdminDisableEvent",
-            Self::HostAdminEnableEvent(_) => "HostAdminEnableEvent",
-            Self::HostCnxFailedAccountFailedEvent(_) => "HostCnxFailedAccountFailedEvent",
-            Self::HostCnxFailedAlreadyManagedEvent(_) => {
-                "HostCnxFailedAlreadyManagedEvent"
-            }
-            Self::HostCnxFailedBadCcagentEvent(_) => "HostCnxFailedBadCcagentEvent",
-            Self::HostCnxFailedBadUsernameEvent(_) => "HostCnxFailedBadUsernameEvent",
-            Self::HostCnxFailedBadVersionEvent(_) => "HostCnxFailedBadVersionEvent",
-            Self::HostCnxFailedCcagentUpgradeEvent(_) => {
-                "HostCnxFailedCcagentUpgradeEvent"
-            }
-            Self::HostCnxFailedEvent(_) => "HostCnxFailedEvent",
-            Self::HostCnxFailedNetworkErrorEvent(_) => "HostCnxFailedNetworkErrorEvent",
-            Self::HostCnxFailedNoAccessEvent(_) => "HostCnxFailedNoAccessEvent",
-            Self::HostCnxFailedNoConnectionEvent(_) => "HostCnxFailedNoConnectionEvent",
-            Self::HostCnxFailedNoLicenseEvent(_) => "HostCnxFailedNoLicenseEvent",
-            Self::HostCnxFailedNotFoundEvent(_) => "HostCnxFailedNotFoundEvent",
-            Self::HostCnxFailedTimeoutEvent(_) => "HostCnxFailedTimeoutEvent",
-            Self::HostComplianceCheckedEvent(_) => "HostComplianceCheckedEvent",
-            Self::HostCompliantEvent(_) => "HostCompliantEvent",
-            Self::HostConfigAppliedEvent(_) => "HostConfigAppliedEvent",
-            Self::HostConnectedEvent(_) => "HostConnectedEvent",
-            Self::HostConnectionLostEvent(_) => "HostConnectionLostEvent",
-            Self::HostDasDisabledEvent(_) => "HostDasDisabledEvent",
-            Self::HostDasDisablingEvent(_) => "HostDasDisablingEvent",
-            Self::HostDasEnabledEvent(_) => "HostDasEnabledEvent",
-            Self::HostDasEnablingEvent(_) => "HostDasEnablingEvent",
-            Self::HostDasErrorEvent(_) => "HostDasErrorEvent",
-            Self::HostDasEvent(_) => "HostDasEvent",
-            Self::HostDasOkEvent(_) => "HostDasOkEvent",
-            Self::HostDisconnectedEvent(_) => "HostDisconnectedEvent",
-            Self::HostEnableAdminFailedEvent(_) => "HostEnableAdminFailedEvent",
-            Self::HostEvent(_) => "HostEvent",
-            Self::HostExtraNetworksEvent(_) => "HostExtraNetworksEvent",
-            Self::HostGetShortNameFailedEvent(_) => "HostGetShortNameFailedEvent",
-            Self::HostInAuditModeEvent(_) => "HostInAuditModeEvent",
-            Self::HostInventoryFullEvent(_) => "HostInventoryFullEvent",
-            Self::HostInventoryUnreadableEvent(_) => "HostInventoryUnreadableEvent",
-            Self::HostIpChangedEvent(_) => "HostIpChangedEvent",
-            Self::HostIpInconsistentEvent(_) => "HostIpInconsistentEvent",
-            Self::HostIpToShortNameFailedEvent(_) => "HostIpToShortNameFailedEvent",
-            Self::HostIsolationIpPingFailedEvent(_) => "HostIsolationIpPingFailedEvent",
-            Self::HostLicenseExpiredEvent(_) => "HostLicenseExpiredEvent",
-            Self::HostLocalPortCreatedEvent(_) => "HostLocalPortCreatedEvent",
-            Self::HostMissingNetworksEvent(_) => "HostMissingNetworksEvent",
-            Self::HostMonitoringStateChangedEvent(_) => "HostMonitoringStateChangedEvent",
-            Self::HostNoAvailableNetworksEvent(_) => "HostNoAvailableNetworksEvent",
-            Self::HostNoHAEnabledPortGroupsEvent(_) => "HostNoHAEnabledPortGroupsEvent",
-            Self::HostNoRedundantManagementNetworkEvent(_) => {
-                "HostNoRedundantManagementNetworkEvent"
-            }
-            Self::HostNonCompliantEvent(_) => "HostNonCompliantEvent",
-            Self::HostNotInClusterEvent(_) => "HostNotInClusterEvent",
-            Self::HostOvercommittedEvent(_) => "HostOvercommittedEvent",
-            Self::HostPrimaryAgentNotShortNameEvent(_) => {
-                "HostPrimaryAgentNotShortNameEvent"
-            }
-            Self::HostProfileAppliedEvent(_) => "HostProfileAppliedEvent",
-            Self::HostReconnectionFailedEvent(_) => "HostReconnectionFailedEvent",
-            Self::HostRemovedEvent(_) => "HostRemovedEvent",
-            Self::HostShortNameInconsistentEvent(_) => "HostShortNameInconsistentEvent",
-            Self::HostShortNameToIpFailedEvent(_) => "HostShortNameToIpFailedEvent",
-            Self::HostShutdownEvent(_) => "HostShutdownEvent",
-            Self::HostSpecificationChangedEvent(_) => "HostSpecificationChangedEvent",
-            Self::HostSpecificationRequireEvent(_) => "HostSpecificationRequireEvent",
-            Self::HostSpecificationUpdateEvent(_) => "HostSpecificationUpdateEvent",
-            Self::HostStatusChangedEvent(_) => "HostStatusChangedEvent",
-            Self::HostSubSpecificationDeleteEvent(_) => "HostSubSpecificationDeleteEvent",
-            Self::HostSubSpecificationUpdateEvent(_) => "HostSubSpecificationUpdateEvent",
-            Self::HostSyncFailedEvent(_) => "HostSyncFailedEvent",
-            Self::HostUpgradeFailedEvent(_) => "HostUpgradeFailedEvent",
-            Self::HostUserWorldSwapNotEnabledEvent(_) => {
-                "HostUserWorldSwapNotEnabledEvent"
-            }
-            Self::HostVnicConnectedToCustomizedDVPortEvent(_) => {
-                "HostVnicConnectedToCustomizedDVPortEvent"
-            }
-            Self::HostWwnChangedEvent(_) => "HostWwnChangedEvent",
-            Self::HostWwnConflictEvent(_) => "HostWwnConflictEvent",
-            Self::IScsiBootFailureEvent(_) => "IScsiBootFailureEvent",
-            Self::IncorrectHostInformationEvent(_) => "IncorrectHostInformationEvent",
-            Self::InfoUpgradeEvent(_) => "InfoUpgradeEvent",
-            Self::InsufficientFailoverResourcesEvent(_) => {
-                "InsufficientFailoverResourcesEvent"
-            }
-            Self::InvalidEditionEvent(_) => "InvalidEditionEvent",
-            Self::LicenseEvent(_) => "LicenseEvent",
-            Self::LicenseExpiredEvent(_) => "LicenseExpiredEvent",
-            Self::LicenseNonComplianceEvent(_) => "LicenseNonComplianceEvent",
-            Self::LicenseRestrictedEvent(_) => "LicenseRestrictedEvent",
-            Self::LicenseServerAvailableEvent(_) => "LicenseServerAvailableEvent",
-            Self::LicenseServerUnavailableEvent(_) => "LicenseServerUnavailableEvent",
-            Self::LocalDatastoreCreatedEvent(_) => "LocalDatastoreCreatedEvent",
-            Self::LocalTSMEnabledEvent(_) => "LocalTSMEnabledEvent",
-            Self::LockerMisconfiguredEvent(_) => "LockerMisconfiguredEvent",
-            Self::LockerReconfiguredEvent(_) => "LockerReconfiguredEvent",
-            Self::MigrationErrorEvent(_) => "MigrationErrorEvent",
-            Self::MigrationEvent(_) => "MigrationEvent",
-            Self::MigrationHostErrorEvent(_) => "MigrationHostErrorEvent",
-            Self::MigrationHostWarningEvent(_) => "MigrationHostWarningEvent",
-            Self::MigrationResourceErrorEvent(_) => "MigrationResourceErrorEvent",
-            Self::MigrationResourceWarningEvent(_) => "MigrationResourceWarningEvent",
-            Self::MigrationWarningEvent(_) => "MigrationWarningEvent",
-            Self::MtuMatchEvent(_) => "MtuMatchEvent",
-            Self::MtuMismatchEvent(_) => "MtuMismatchEvent",
-            Self::NASDatastoreCreatedEvent(_) => "NASDatastoreCreatedEvent",
-            Self::NetworkRollbackEvent(_) => "NetworkRollbackEvent",
-            Self::NoAccessUserEvent(_) => "NoAccessUserEvent",
-            Self::NoDatastoresConfiguredEvent(_) => "NoDatastoresConfiguredEvent",
-            Self::NoLicenseEvent(_) => "NoLicenseEvent",
-            Self::NoMaintenanceModeDrsRecommendationForVM(_) => {
-                "NoMaintenanceModeDrsRecommendationForVM"
-            }
-            Self::NonVIWorkloadDetectedOnDatastoreEvent(_) => {
-                "NonVIWorkloadDetectedOnDatastoreEvent"
-            }
-            Self::NotEnoughResourcesToStartVmEvent(_) => {
-                "NotEnoughResourcesToStartVmEvent"
-            }
-            Self::OutOfSyncDvsHost(_) => "OutOfSyncDvsHost",
-            Self::PermissionAddedEvent(_) => "PermissionAddedEvent",
-            Self::PermissionEvent(_) => "PermissionEvent",
-            Self::PermissionRemovedEvent(_) => "PermissionRemovedEvent",
-            Self::PermissionUpdatedEvent(_) => "PermissionUpdatedEvent",
-            Self::ProfileAssociatedEvent(_) => "ProfileAssociatedEvent",
-            Self::ProfileChangedEvent(_) => "ProfileChangedEvent",
-            Self::ProfileCreatedEvent(_) => "ProfileCreatedEvent",
-            Self::ProfileDissociatedEvent(_) => "ProfileDissociatedEvent",
-            Self::ProfileEvent(_) => "ProfileEvent",
-            Self::ProfileReferenceHostChangedEvent(_) => {
-                "ProfileReferenceHostChangedEvent"
-            }
-            Self::ProfileRemovedEvent(_) => "ProfileRemovedEvent",
-            Self::RecoveryEvent(_) => "RecoveryEvent",
-            Self::RemoteTSMEnabledEvent(_) => "RemoteTSMEnabledEvent",
-            Self::ResourcePoolCreatedEvent(_) => "ResourcePoolCreatedEvent",
-            Self::ResourcePoolDestroyedEvent(_) => "ResourcePoolDestroyedEvent",
-            Self::ResourcePoolEvent(_) => "ResourcePoolEvent",
-            Self::ResourcePoolMovedEvent(_) => "ResourcePoolMovedEvent",
-            Self::ResourcePoolReconfiguredEvent(_) => "ResourcePoolReconfiguredEvent",
-            Self::ResourceViolatedEvent(_) => "ResourceViolatedEvent",
-            Self::RoleAddedEvent(_) => "RoleAddedEvent",
-            Self::RoleEvent(_) => "RoleEvent",
-            Self::RoleRemovedEvent(_) => "RoleRemovedEvent",
-            Self::RoleUpdatedEvent(_) => "RoleUpdatedEvent",
-            Self::RollbackEvent(_) => "RollbackEvent",
-            Self::ScheduledTaskCompletedEvent(_) => "ScheduledTaskCompletedEvent",
-            Self::ScheduledTaskCreatedEvent(_) => "ScheduledTaskCreatedEvent",
-            Self::ScheduledTaskEmailCompletedEvent(_) => {
-                "ScheduledTaskEmailCompletedEvent"
-            }
-            Self::ScheduledTaskEmailFailedEvent(_) => "ScheduledTaskEmailFailedEvent",
-            Self::ScheduledTaskEvent(_) => "ScheduledTaskEvent",
-            Self::ScheduledTaskFailedEvent(_) => "ScheduledTaskFailedEvent",
-            Self::ScheduledTaskReconfiguredEvent(_) => "ScheduledTaskReconfiguredEvent",
-            Self::ScheduledTaskRemovedEvent(_) => "ScheduledTaskRemovedEvent",
-            Self::ScheduledTaskStartedEvent(_) => "ScheduledTaskStartedEvent",
-            Self::ServerLicenseExpiredEvent(_) => "ServerLicenseExpiredEvent",
-            Self::ServerStartedSessionEvent(_) => "ServerStartedSessionEvent",
-            Self::SessionEvent(_) => "SessionEvent",
-            Self::SessionTerminatedEvent(_) => "SessionTerminatedEvent",
-            Self::TaskEvent(_) => "TaskEvent",
-            Self::TaskTimeoutEvent(_) => "TaskTimeoutEvent",
-            Self::TeamingMatchEvent(_) => "TeamingMatchEvent",
-            Self::TeamingMisMatchEvent(_) => "TeamingMisMatchEvent",
-            Self::TemplateBeingUpgradedEvent(_) => "TemplateBeingUpgradedEvent",
-            Self::TemplateUpgradeEvent(_) => "TemplateUpgradeEvent",
-            Self::TemplateUpgradeFailedEvent(_) => "TemplateUpgradeFailedEvent",
-            Self::TemplateUpgradedEvent(_) => "TemplateUpgradedEvent",
-            Self::TimedOutHostOperationEvent(_) => "TimedOutHostOperationEvent",
-            Self::UnlicensedVirtualMachinesEvent(_) => "UnlicensedVirtualMachinesEvent",
-            Self::UnlicensedVirtualMachinesFoundEvent(_) => {
-                "UnlicensedVirtualMachinesFoundEvent"
-            }
-            Self::UpdatedAgentBeingRestartedEvent(_) => "UpdatedAgentBeingRestartedEvent",
-            Self::UpgradeEvent(_) => "UpgradeEvent",
-            Self::UplinkPortMtuNotSupportEvent(_) => "UplinkPortMtuNotSupportEvent",
-            Self::UplinkPortMtuSupportEvent(_) => "UplinkPortMtuSupportEvent",
-            Self::UplinkPortVlanTrunkedEvent(_) => "UplinkPortVlanTrunkedEvent",
-            Self::UplinkPortVlanUntrunkedEvent(_) => "UplinkPortVlanUntrunkedEvent",
-            Self::UserAssignedToGroup(_) => "UserAssignedToGroup",
-            Self::UserLoginSessionEvent(_) => "UserLoginSessionEvent",
-            Self::UserLogoutSessionEvent(_) => "UserLogoutSessionEvent",
-            Self::UserPasswordChanged(_) => "UserPasswordChanged",
-            Self::UserUnassignedFromGroup(_) => "UserUnassignedFromGroup",
-            Self::UserUpgradeEvent(_) => "UserUpgradeEvent",
-            Self::VMFSDatastoreCreatedEvent(_) => "VMFSDatastoreCreatedEvent",
-            Self::VMFSDatastoreExpandedEvent(_) => "VMFSDatastoreExpandedEvent",
-            Self::VMFSDatastoreExtendedEvent(_) => "VMFSDatastoreExtendedEvent",
-            Self::VMotionLicenseExpiredEvent(_) => "VMotionLicenseExpiredEvent",
-            Self::VcAgentUninstallFailedEvent(_) => "VcAgentUninstallFailedEvent",
-            Self::VcAgentUninstalledEvent(_) => "VcAgentUninstalledEvent",
-            Self::VcAgentUpgradeFailedEvent(_) => "VcAgentUpgradeFailedEvent",
-            Self::VcAgentUpgradedEvent(_) => "VcAgentUpgradedEvent",
-            Self::VimAccountPasswordChangedEvent(_) => "VimAccountPasswordChangedEvent",
-            Self::VmAcquiredMksTicketEvent(_) => "VmAcquiredMksTicketEvent",
-            Self::VmAcquiredTicketEvent(_) => "VmAcquiredTicketEvent",
-            Self::VmAutoRenameEvent(_) => "VmAutoRenameEvent",
-            Self::VmBeingClonedEvent(_) => "VmBeingClonedEvent",
-            Self::VmBeingClonedNoFolderEvent(_) => "VmBeingClonedNoFolderEvent",
-            Self::VmBeingCreatedEvent(_) => "VmBeingCreatedEvent",
-            Self::VmBeingDeployedEvent(_) => "VmBeingDeployedEvent",
-            Self::VmBeingHotMigratedEvent(_) => "VmBeingHotMigratedEvent",
-            Self::VmBeingMigratedEvent(_) => "VmBeingMigratedEvent",
-            Self::VmBeingRelocatedEvent(_) => "VmBeingRelocatedEvent",
-            Self::VmCloneEvent(_) => "VmCloneEvent",
-            Self::VmCloneFailedEvent(_) => "VmCloneFailedEvent",
-            Self::VmClonedEvent(_) => "VmClonedEvent",
-            Self::VmConfigMissingEvent(_) => "VmConfigMissingEvent",
-            Self::VmConnectedEvent(_) => "VmConnectedEvent",
-            Self::VmCreatedEvent(_) => "VmCreatedEvent",
-            Self::VmDasBeingResetEvent(_) => "VmDasBeingResetEvent",
-            Self::VmDasBeingResetWithScreenshotEvent(_) => {
-                "VmDasBeingResetWithScreenshotEvent"
-            }
-            Self::VmDasResetFailedEvent(_) => "VmDasResetFailedEvent",
-            Self::VmDasUpdateErrorEvent(_) => "VmDasUpdateErrorEvent",
-            Self::VmDasUpdateOkEvent(_) => "VmDasUpdateOkEvent",
-            Self::VmDateRolledBackEvent(_) => "VmDateRolledBackEvent",
-            Self::VmDeployFailedEvent(_) => "VmDeployFailedEvent",
-            Self::VmDeployedEvent(_) => "VmDeployedEvent",
-            Self::VmDisconnectedEvent(_) => "VmDisconnectedEvent",
-            Self::VmDiscoveredEvent(_) => "VmDiscoveredEvent",
-            Self::VmDiskFailedEvent(_) => "VmDiskFailedEvent",
-            Self::VmEmigratingEvent(_) => "VmEmigratingEvent",
-            Self::VmEndRecordingEvent(_) => "VmEndRecordingEvent",
-            Self::VmEndReplayingEvent(_) => "VmEndReplayingEvent",
-            Self::VmEvent(_) => "VmEvent",
-            Self::VmFailedMigrateEvent(_) => "VmFailedMigrateEvent",
-            Self::VmFailedRelayoutEvent(_) => "VmFailedRelayoutEvent",
-            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(_) => {
-                "VmFailedRelayoutOnVmfs2DatastoreEvent"
-            }
-            Self::VmFailedStartingSecondaryEvent(_) => "VmFailedStartingSecondaryEvent",
-            Self::VmFailedToPowerOffEvent(_) => "VmFailedToPowerOffEvent",
-            Self::VmFailedToPowerOnEvent(_) => "VmFailedToPowerOnEvent",
-            Self::VmFailedToRebootGuestEvent(_) => "VmFailedToRebootGuestEvent",
-            Self::VmFailedToResetEvent(_) => "VmFailedToResetEvent",
-            Self::VmFailedToShutdownGuestEvent(_) => "VmFailedToShutdownGuestEvent",
-            Self::VmFailedToStandbyGuestEvent(_) => "VmFailedToStandbyGuestEvent",
-            Self::VmFailedToSuspendEvent(_) => "VmFailedToSuspendEvent",
-            Self::VmFailedUpdatingSecondaryConfig(_) => "VmFailedUpdatingSecondaryConfig",
-            Self::VmFailoverFailed(_) => "VmFailoverFailed",
-            Self::VmFaultToleranceStateChangedEvent(_) => {
-                "VmFaultToleranceStateChangedEvent"
-            }
-            Self::VmFaultToleranceTurnedOffEvent(_) => "VmFaultToleranceTurnedOffEvent",
-            Self::VmFaultToleranceVmTerminatedEvent(_) => {
-                "VmFaultToleranceVmTerminatedEvent"
-            }
-            Self::VmGuestOSCrashedEvent(_) => "VmGuestOSCrashedEvent",
-            Self::VmGuestRebootEvent(_) => "VmGuestRebootEvent",
-            Self::VmGuestShutdownEvent(_) => "VmGuestShutdownEvent",
-            Self::VmGuestStandbyEvent(_) => "VmGuestStandbyEvent",
-            Self::VmHealthMonitoringStateChangedEvent(_) => {
-                "VmHealthMonitoringStateChangedEvent"
-            }
-            Self::VmInstanceUuidAssignedEvent(_) => "VmInstanceUuidAssignedEvent",
-            Self::VmInstanceUuidChangedEvent(_) => "VmInstanceUuidChangedEvent",
-            Self::VmInstanceUuidConflictEvent(_) => "VmInstanceUuidConflictEvent",
-            Self::VmMacAssignedEvent(_) => "VmMacAssignedEvent",
-            Self::VmMacChangedEvent(_) => "VmMacChangedEvent",
-            Self::VmMacConflictEvent(_) => "VmMacConflictEvent",
-            Self::VmMaxFTRestartCountReached(_) => "VmMaxFTRestartCountReached",
-            Self::VmMaxRestartCountReached(_) => "VmMaxRestartCountReached",
-            Self::VmMessageErrorEvent(_) => "VmMessageErrorEvent",
-            Self::VmMessageEvent(_) => "VmMessageEvent",
-            Self::VmMessageWarningEvent(_) => "VmMessageWarningEvent",
-            Self::VmMigratedEvent(_) => "VmMigratedEvent",
-            Self::VmNoCompatibleHostForSecondaryEvent(_) => {
-                "VmNoCompatibleHostForSecondaryEvent"
-            }
-            Self::VmNoNetworkAccessEvent(_) => "VmNoNetworkAccessEvent",
-            Self::VmOrphanedEvent(_) => "VmOrphanedEvent",
-            Self::VmPowerOffOnIsolationEvent(_) => "VmPowerOffOnIsolationEvent",
-            Self::VmPoweredOffEvent(_) => "VmPoweredOffEvent",
-            Self::VmPoweredOnEvent(_) => "VmPoweredOnEvent",
-            Self::VmPoweringOnWithCustomizedDVPortEvent(_) => {
-                "VmPoweringOnWithCustomizedDVPortEvent"
-            }
-            Self::VmPrimaryFailoverEvent(_) => "VmPrimaryFailoverEvent",
-            Self::VmReconfiguredEvent(_) => "VmReconfiguredEvent",
-            Self::VmRegisteredEvent(_) => "VmRegisteredEvent",
-            Self::VmRelayoutSuccessfulEvent(_) => "VmRelayoutSuccessfulEvent",
-            Self::VmRelayoutUpToDateEvent(_) => "VmRelayoutUpToDateEvent",
-            Self::VmReloadFromPathEvent(_) => "VmReloadFromPathEvent",
-            Self::VmReloadFromPathFailedEvent(_) => "VmReloadFromPathFailedEvent",
-            Self::VmRelocateFailedEvent(_) => "VmRelocateFailedEvent",
-            Self::VmRelocateSpecEvent(_) => "VmRelocateSpecEvent",
-            Self::VmRelocatedEvent(_) => "VmRelocatedEvent",
-            Self::VmRemoteConsoleConnectedEvent(_) => "VmRemoteConsoleConnectedEvent",
-            Self::VmRemoteConsoleDisconnectedEvent(_) => {
-                "VmRemoteConsoleDisconnectedEvent"
-            }
-            Self::VmRemovedEvent(_) => "VmRemovedEvent",
-            Self::VmRenamedEvent(_) => "VmRenamedEvent",
-            Self::VmRequirementsExceedCurrentEVCModeEvent(_) => {
-                "VmRequirementsExceedCurrentEVCModeEvent"
-            }
-            Self::VmResettingEvent(_) => "VmResettingEvent",
-            Self::VmResourcePoolMovedEvent(_) => "VmResourcePoolMovedEvent",
-            Self::VmResourceReallocatedEvent(_) => "VmResourceReallocatedEvent",
-            Self::VmRestartedOnAlternateHostEvent(_) => "VmRestartedOnAlternateHostEvent",
-            Self::VmResumingEvent(_) => "VmResumingEvent",
-            Self::VmSecondaryAddedEvent(_) => "VmSecondaryAddedEvent",
-            Self::VmSecondaryDisabledBySystemEvent(_) => {
-                "VmSecondaryDisabledBySystemEvent"
-            }
-            Self::VmSecondaryDisabledEvent(_) => "VmSecondaryDisabledEvent",
-            Self::VmSecondaryEnabledEvent(_) => "VmSecondaryEnabledEvent",
-            Self::VmSecondaryStartedEvent(_) => "VmSecondaryStartedEvent",
-            Self::VmShutdownOnIsolationEvent(_) => "VmShutdownOnIsolationEvent",
-            Self::VmStartRecordingEvent(_) => "VmStartRecordingEvent",
-            Self::VmStartReplayingEvent(_) => "VmStartReplayingEvent",
-            Self::VmStartingEvent(_) => "VmStartingEvent",
-            Self::VmStartingSecondaryEvent(_) => "VmStartingSecondaryEvent",
-            Self::VmStaticMacConflictEvent(_) => "VmStaticMacConflictEvent",
-            Self::VmStoppingEvent(_) => "VmStoppingEvent",
-            Self::VmSuspendedEvent(_) => "VmSuspendedEvent",
-            Self::VmSuspendingEvent(_) => "VmSuspendingEvent",
-            Self::VmTimedoutStartingSecondaryEvent(_) => {
-                "VmTimedoutStartingSecondaryEvent"
-            }
-            Self::VmUnsupportedStartingEvent(_) => "VmUnsupportedStartingEvent",
-            Self::VmUpgradeCompleteEvent(_) => "VmUpgradeCompleteEvent",
-            Self::VmUpgradeFailedEvent(_) => "VmUpgradeFailedEvent",
-            Self::VmUpgradingEvent(_) => "VmUpgradingEvent",
-            Self::VmUuidAssignedEvent(_) => "VmUuidAssignedEvent",
-            Self::VmUuidChangedEvent(_) => "VmUuidChangedEvent",
-            Self::VmUuidConflictEvent(_) => "VmUuidConflictEvent",
-            Self::VmVnicPoolReservationViolationClearEvent(_) => {
-                "VmVnicPoolReservationViolationClearEvent"
-            }
-            Self::VmVnicPoolReservationViolationRaiseEvent(_) => {
-                "VmVnicPoolReservationViolationRaiseEvent"
-            }
-            Self::VmWwnAssignedEvent(_) => "VmWwnAssignedEvent",
-            Self::VmWwnChangedEvent(_) => "VmWwnChangedEvent",
-            Self::VmWwnConflictEvent(_) => "VmWwnConflictEvent",
-            Self::WarningUpgradeEvent(_) => "WarningUpgradeEvent",
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-impl x::FromValue for AnyEvent {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(value, "Event", Self::from_object)
-    }
-}
-impl x::ArrayItem for AnyEvent {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfEvent";
-    const ITEM_TAG: &'static str = "Event";
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyEvent {}
-// SAFETY: as above.
-unsafe impl Sync for AnyEvent {}
 impl std::fmt::Debug for AnyEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -1465,6 +471,1130 @@ impl std::fmt::Debug for AnyEvent {
             Self::VmWwnChangedEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Self::VmWwnConflictEvent(v) => std::fmt::Debug::fmt(&**v, f),
             Self::WarningUpgradeEvent(v) => std::fmt::Debug::fmt(&**v, f),
+        }
+    }
+}
+impl PartialEq for AnyEvent {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Event(a), Self::Event(b)) => **a == **b,
+            (Self::AccountCreatedEvent(a), Self::AccountCreatedEvent(b)) => **a == **b,
+            (Self::AccountRemovedEvent(a), Self::AccountRemovedEvent(b)) => **a == **b,
+            (Self::AccountUpdatedEvent(a), Self::AccountUpdatedEvent(b)) => **a == **b,
+            (
+                Self::AdminPasswordNotChangedEvent(a),
+                Self::AdminPasswordNotChangedEvent(b),
+            ) => **a == **b,
+            (Self::AlarmAcknowledgedEvent(a), Self::AlarmAcknowledgedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmActionTriggeredEvent(a), Self::AlarmActionTriggeredEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmClearedEvent(a), Self::AlarmClearedEvent(b)) => **a == **b,
+            (Self::AlarmCreatedEvent(a), Self::AlarmCreatedEvent(b)) => **a == **b,
+            (Self::AlarmEmailCompletedEvent(a), Self::AlarmEmailCompletedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmEmailFailedEvent(a), Self::AlarmEmailFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmEvent(a), Self::AlarmEvent(b)) => **a == **b,
+            (Self::AlarmReconfiguredEvent(a), Self::AlarmReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmRemovedEvent(a), Self::AlarmRemovedEvent(b)) => **a == **b,
+            (Self::AlarmScriptCompleteEvent(a), Self::AlarmScriptCompleteEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmScriptFailedEvent(a), Self::AlarmScriptFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmSnmpCompletedEvent(a), Self::AlarmSnmpCompletedEvent(b)) => {
+                **a == **b
+            }
+            (Self::AlarmSnmpFailedEvent(a), Self::AlarmSnmpFailedEvent(b)) => **a == **b,
+            (Self::AlarmStatusChangedEvent(a), Self::AlarmStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::AllVirtualMachinesLicensedEvent(a),
+                Self::AllVirtualMachinesLicensedEvent(b),
+            ) => **a == **b,
+            (
+                Self::AlreadyAuthenticatedSessionEvent(a),
+                Self::AlreadyAuthenticatedSessionEvent(b),
+            ) => **a == **b,
+            (Self::AuthorizationEvent(a), Self::AuthorizationEvent(b)) => **a == **b,
+            (Self::BadUsernameSessionEvent(a), Self::BadUsernameSessionEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::CanceledHostOperationEvent(a),
+                Self::CanceledHostOperationEvent(b),
+            ) => **a == **b,
+            (
+                Self::ClusterComplianceCheckedEvent(a),
+                Self::ClusterComplianceCheckedEvent(b),
+            ) => **a == **b,
+            (Self::ClusterCreatedEvent(a), Self::ClusterCreatedEvent(b)) => **a == **b,
+            (Self::ClusterDestroyedEvent(a), Self::ClusterDestroyedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ClusterEvent(a), Self::ClusterEvent(b)) => **a == **b,
+            (Self::ClusterOvercommittedEvent(a), Self::ClusterOvercommittedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ClusterReconfiguredEvent(a), Self::ClusterReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::ClusterStatusChangedEvent(a), Self::ClusterStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (Self::CustomFieldDefAddedEvent(a), Self::CustomFieldDefAddedEvent(b)) => {
+                **a == **b
+            }
+            (Self::CustomFieldDefEvent(a), Self::CustomFieldDefEvent(b)) => **a == **b,
+            (
+                Self::CustomFieldDefRemovedEvent(a),
+                Self::CustomFieldDefRemovedEvent(b),
+            ) => **a == **b,
+            (
+                Self::CustomFieldDefRenamedEvent(a),
+                Self::CustomFieldDefRenamedEvent(b),
+            ) => **a == **b,
+            (Self::CustomFieldEvent(a), Self::CustomFieldEvent(b)) => **a == **b,
+            (
+                Self::CustomFieldValueChangedEvent(a),
+                Self::CustomFieldValueChangedEvent(b),
+            ) => **a == **b,
+            (Self::CustomizationEvent(a), Self::CustomizationEvent(b)) => **a == **b,
+            (Self::CustomizationFailed(a), Self::CustomizationFailed(b)) => **a == **b,
+            (
+                Self::CustomizationLinuxIdentityFailed(a),
+                Self::CustomizationLinuxIdentityFailed(b),
+            ) => **a == **b,
+            (
+                Self::CustomizationNetworkSetupFailed(a),
+                Self::CustomizationNetworkSetupFailed(b),
+            ) => **a == **b,
+            (Self::CustomizationStartedEvent(a), Self::CustomizationStartedEvent(b)) => {
+                **a == **b
+            }
+            (Self::CustomizationSucceeded(a), Self::CustomizationSucceeded(b)) => {
+                **a == **b
+            }
+            (
+                Self::CustomizationSysprepFailed(a),
+                Self::CustomizationSysprepFailed(b),
+            ) => **a == **b,
+            (
+                Self::CustomizationUnknownFailure(a),
+                Self::CustomizationUnknownFailure(b),
+            ) => **a == **b,
+            (Self::DVPortgroupCreatedEvent(a), Self::DVPortgroupCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DVPortgroupDestroyedEvent(a), Self::DVPortgroupDestroyedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DVPortgroupEvent(a), Self::DVPortgroupEvent(b)) => **a == **b,
+            (
+                Self::DVPortgroupReconfiguredEvent(a),
+                Self::DVPortgroupReconfiguredEvent(b),
+            ) => **a == **b,
+            (Self::DVPortgroupRenamedEvent(a), Self::DVPortgroupRenamedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DasAdmissionControlDisabledEvent(a),
+                Self::DasAdmissionControlDisabledEvent(b),
+            ) => **a == **b,
+            (
+                Self::DasAdmissionControlEnabledEvent(a),
+                Self::DasAdmissionControlEnabledEvent(b),
+            ) => **a == **b,
+            (Self::DasAgentFoundEvent(a), Self::DasAgentFoundEvent(b)) => **a == **b,
+            (Self::DasAgentUnavailableEvent(a), Self::DasAgentUnavailableEvent(b)) => {
+                **a == **b
+            }
+            (Self::DasClusterIsolatedEvent(a), Self::DasClusterIsolatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DasDisabledEvent(a), Self::DasDisabledEvent(b)) => **a == **b,
+            (Self::DasEnabledEvent(a), Self::DasEnabledEvent(b)) => **a == **b,
+            (Self::DasHostFailedEvent(a), Self::DasHostFailedEvent(b)) => **a == **b,
+            (Self::DasHostIsolatedEvent(a), Self::DasHostIsolatedEvent(b)) => **a == **b,
+            (Self::DatacenterCreatedEvent(a), Self::DatacenterCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatacenterEvent(a), Self::DatacenterEvent(b)) => **a == **b,
+            (Self::DatacenterRenamedEvent(a), Self::DatacenterRenamedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DatastoreCapacityIncreasedEvent(a),
+                Self::DatastoreCapacityIncreasedEvent(b),
+            ) => **a == **b,
+            (Self::DatastoreDestroyedEvent(a), Self::DatastoreDestroyedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreDiscoveredEvent(a), Self::DatastoreDiscoveredEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreDuplicatedEvent(a), Self::DatastoreDuplicatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreEvent(a), Self::DatastoreEvent(b)) => **a == **b,
+            (Self::DatastoreFileCopiedEvent(a), Self::DatastoreFileCopiedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreFileDeletedEvent(a), Self::DatastoreFileDeletedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DatastoreFileEvent(a), Self::DatastoreFileEvent(b)) => **a == **b,
+            (Self::DatastoreFileMovedEvent(a), Self::DatastoreFileMovedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DatastoreIORMReconfiguredEvent(a),
+                Self::DatastoreIORMReconfiguredEvent(b),
+            ) => **a == **b,
+            (
+                Self::DatastorePrincipalConfigured(a),
+                Self::DatastorePrincipalConfigured(b),
+            ) => **a == **b,
+            (
+                Self::DatastoreRemovedOnHostEvent(a),
+                Self::DatastoreRemovedOnHostEvent(b),
+            ) => **a == **b,
+            (Self::DatastoreRenamedEvent(a), Self::DatastoreRenamedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DatastoreRenamedOnHostEvent(a),
+                Self::DatastoreRenamedOnHostEvent(b),
+            ) => **a == **b,
+            (Self::DrsDisabledEvent(a), Self::DrsDisabledEvent(b)) => **a == **b,
+            (Self::DrsEnabledEvent(a), Self::DrsEnabledEvent(b)) => **a == **b,
+            (
+                Self::DrsEnteredStandbyModeEvent(a),
+                Self::DrsEnteredStandbyModeEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsEnteringStandbyModeEvent(a),
+                Self::DrsEnteringStandbyModeEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsExitStandbyModeFailedEvent(a),
+                Self::DrsExitStandbyModeFailedEvent(b),
+            ) => **a == **b,
+            (Self::DrsExitedStandbyModeEvent(a), Self::DrsExitedStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DrsExitingStandbyModeEvent(a),
+                Self::DrsExitingStandbyModeEvent(b),
+            ) => **a == **b,
+            (Self::DrsInvocationFailedEvent(a), Self::DrsInvocationFailedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DrsRecoveredFromFailureEvent(a),
+                Self::DrsRecoveredFromFailureEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsResourceConfigureFailedEvent(a),
+                Self::DrsResourceConfigureFailedEvent(b),
+            ) => **a == **b,
+            (
+                Self::DrsResourceConfigureSyncedEvent(a),
+                Self::DrsResourceConfigureSyncedEvent(b),
+            ) => **a == **b,
+            (Self::DrsRuleComplianceEvent(a), Self::DrsRuleComplianceEvent(b)) => {
+                **a == **b
+            }
+            (Self::DrsRuleViolationEvent(a), Self::DrsRuleViolationEvent(b)) => {
+                **a == **b
+            }
+            (Self::DrsSoftRuleViolationEvent(a), Self::DrsSoftRuleViolationEvent(b)) => {
+                **a == **b
+            }
+            (Self::DrsVmMigratedEvent(a), Self::DrsVmMigratedEvent(b)) => **a == **b,
+            (Self::DrsVmPoweredOnEvent(a), Self::DrsVmPoweredOnEvent(b)) => **a == **b,
+            (Self::DuplicateIpDetectedEvent(a), Self::DuplicateIpDetectedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvpgImportEvent(a), Self::DvpgImportEvent(b)) => **a == **b,
+            (Self::DvpgRestoreEvent(a), Self::DvpgRestoreEvent(b)) => **a == **b,
+            (Self::DvsCreatedEvent(a), Self::DvsCreatedEvent(b)) => **a == **b,
+            (Self::DvsDestroyedEvent(a), Self::DvsDestroyedEvent(b)) => **a == **b,
+            (Self::DvsEvent(a), Self::DvsEvent(b)) => **a == **b,
+            (
+                Self::DvsHealthStatusChangeEvent(a),
+                Self::DvsHealthStatusChangeEvent(b),
+            ) => **a == **b,
+            (Self::DvsHostBackInSyncEvent(a), Self::DvsHostBackInSyncEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsHostJoinedEvent(a), Self::DvsHostJoinedEvent(b)) => **a == **b,
+            (Self::DvsHostLeftEvent(a), Self::DvsHostLeftEvent(b)) => **a == **b,
+            (Self::DvsHostStatusUpdated(a), Self::DvsHostStatusUpdated(b)) => **a == **b,
+            (Self::DvsHostWentOutOfSyncEvent(a), Self::DvsHostWentOutOfSyncEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsImportEvent(a), Self::DvsImportEvent(b)) => **a == **b,
+            (Self::DvsMergedEvent(a), Self::DvsMergedEvent(b)) => **a == **b,
+            (Self::DvsPortBlockedEvent(a), Self::DvsPortBlockedEvent(b)) => **a == **b,
+            (Self::DvsPortConnectedEvent(a), Self::DvsPortConnectedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsPortCreatedEvent(a), Self::DvsPortCreatedEvent(b)) => **a == **b,
+            (Self::DvsPortDeletedEvent(a), Self::DvsPortDeletedEvent(b)) => **a == **b,
+            (Self::DvsPortDisconnectedEvent(a), Self::DvsPortDisconnectedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsPortEnteredPassthruEvent(a),
+                Self::DvsPortEnteredPassthruEvent(b),
+            ) => **a == **b,
+            (
+                Self::DvsPortExitedPassthruEvent(a),
+                Self::DvsPortExitedPassthruEvent(b),
+            ) => **a == **b,
+            (Self::DvsPortJoinPortgroupEvent(a), Self::DvsPortJoinPortgroupEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsPortLeavePortgroupEvent(a),
+                Self::DvsPortLeavePortgroupEvent(b),
+            ) => **a == **b,
+            (Self::DvsPortLinkDownEvent(a), Self::DvsPortLinkDownEvent(b)) => **a == **b,
+            (Self::DvsPortLinkUpEvent(a), Self::DvsPortLinkUpEvent(b)) => **a == **b,
+            (Self::DvsPortReconfiguredEvent(a), Self::DvsPortReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsPortRuntimeChangeEvent(a), Self::DvsPortRuntimeChangeEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsPortUnblockedEvent(a), Self::DvsPortUnblockedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsPortVendorSpecificStateChangeEvent(a),
+                Self::DvsPortVendorSpecificStateChangeEvent(b),
+            ) => **a == **b,
+            (Self::DvsReconfiguredEvent(a), Self::DvsReconfiguredEvent(b)) => **a == **b,
+            (Self::DvsRenamedEvent(a), Self::DvsRenamedEvent(b)) => **a == **b,
+            (Self::DvsRestoreEvent(a), Self::DvsRestoreEvent(b)) => **a == **b,
+            (Self::DvsUpgradeAvailableEvent(a), Self::DvsUpgradeAvailableEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsUpgradeInProgressEvent(a), Self::DvsUpgradeInProgressEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsUpgradeRejectedEvent(a), Self::DvsUpgradeRejectedEvent(b)) => {
+                **a == **b
+            }
+            (Self::DvsUpgradedEvent(a), Self::DvsUpgradedEvent(b)) => **a == **b,
+            (
+                Self::EnteredMaintenanceModeEvent(a),
+                Self::EnteredMaintenanceModeEvent(b),
+            ) => **a == **b,
+            (Self::EnteredStandbyModeEvent(a), Self::EnteredStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::EnteringMaintenanceModeEvent(a),
+                Self::EnteringMaintenanceModeEvent(b),
+            ) => **a == **b,
+            (Self::EnteringStandbyModeEvent(a), Self::EnteringStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (Self::ErrorUpgradeEvent(a), Self::ErrorUpgradeEvent(b)) => **a == **b,
+            (Self::EventEx(a), Self::EventEx(b)) => **a == **b,
+            (Self::ExitMaintenanceModeEvent(a), Self::ExitMaintenanceModeEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ExitStandbyModeFailedEvent(a),
+                Self::ExitStandbyModeFailedEvent(b),
+            ) => **a == **b,
+            (Self::ExitedStandbyModeEvent(a), Self::ExitedStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (Self::ExitingStandbyModeEvent(a), Self::ExitingStandbyModeEvent(b)) => {
+                **a == **b
+            }
+            (Self::ExtendedEvent(a), Self::ExtendedEvent(b)) => **a == **b,
+            (Self::FailoverLevelRestored(a), Self::FailoverLevelRestored(b)) => {
+                **a == **b
+            }
+            (Self::GeneralEvent(a), Self::GeneralEvent(b)) => **a == **b,
+            (Self::GeneralHostErrorEvent(a), Self::GeneralHostErrorEvent(b)) => {
+                **a == **b
+            }
+            (Self::GeneralHostInfoEvent(a), Self::GeneralHostInfoEvent(b)) => **a == **b,
+            (Self::GeneralHostWarningEvent(a), Self::GeneralHostWarningEvent(b)) => {
+                **a == **b
+            }
+            (Self::GeneralUserEvent(a), Self::GeneralUserEvent(b)) => **a == **b,
+            (Self::GeneralVmErrorEvent(a), Self::GeneralVmErrorEvent(b)) => **a == **b,
+            (Self::GeneralVmInfoEvent(a), Self::GeneralVmInfoEvent(b)) => **a == **b,
+            (Self::GeneralVmWarningEvent(a), Self::GeneralVmWarningEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::GhostDvsProxySwitchDetectedEvent(a),
+                Self::GhostDvsProxySwitchDetectedEvent(b),
+            ) => **a == **b,
+            (
+                Self::GhostDvsProxySwitchRemovedEvent(a),
+                Self::GhostDvsProxySwitchRemovedEvent(b),
+            ) => **a == **b,
+            (Self::GlobalMessageChangedEvent(a), Self::GlobalMessageChangedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HealthStatusChangedEvent(a), Self::HealthStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostAddFailedEvent(a), Self::HostAddFailedEvent(b)) => **a == **b,
+            (Self::HostAddedEvent(a), Self::HostAddedEvent(b)) => **a == **b,
+            (Self::HostAdminDisableEvent(a), Self::HostAdminDisableEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostAdminEnableEvent(a), Self::HostAdminEnableEvent(b)) => **a == **b,
+            (
+                Self::HostCnxFailedAccountFailedEvent(a),
+                Self::HostCnxFailedAccountFailedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedAlreadyManagedEvent(a),
+                Self::HostCnxFailedAlreadyManagedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedBadCcagentEvent(a),
+                Self::HostCnxFailedBadCcagentEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedBadUsernameEvent(a),
+                Self::HostCnxFailedBadUsernameEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedBadVersionEvent(a),
+                Self::HostCnxFailedBadVersionEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedCcagentUpgradeEvent(a),
+                Self::HostCnxFailedCcagentUpgradeEvent(b),
+            ) => **a == **b,
+            (Self::HostCnxFailedEvent(a), Self::HostCnxFailedEvent(b)) => **a == **b,
+            (
+                Self::HostCnxFailedNetworkErrorEvent(a),
+                Self::HostCnxFailedNetworkErrorEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNoAccessEvent(a),
+                Self::HostCnxFailedNoAccessEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNoConnectionEvent(a),
+                Self::HostCnxFailedNoConnectionEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNoLicenseEvent(a),
+                Self::HostCnxFailedNoLicenseEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostCnxFailedNotFoundEvent(a),
+                Self::HostCnxFailedNotFoundEvent(b),
+            ) => **a == **b,
+            (Self::HostCnxFailedTimeoutEvent(a), Self::HostCnxFailedTimeoutEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostComplianceCheckedEvent(a),
+                Self::HostComplianceCheckedEvent(b),
+            ) => **a == **b,
+            (Self::HostCompliantEvent(a), Self::HostCompliantEvent(b)) => **a == **b,
+            (Self::HostConfigAppliedEvent(a), Self::HostConfigAppliedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostConnectedEvent(a), Self::HostConnectedEvent(b)) => **a == **b,
+            (Self::HostConnectionLostEvent(a), Self::HostConnectionLostEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostDasDisabledEvent(a), Self::HostDasDisabledEvent(b)) => **a == **b,
+            (Self::HostDasDisablingEvent(a), Self::HostDasDisablingEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostDasEnabledEvent(a), Self::HostDasEnabledEvent(b)) => **a == **b,
+            (Self::HostDasEnablingEvent(a), Self::HostDasEnablingEvent(b)) => **a == **b,
+            (Self::HostDasErrorEvent(a), Self::HostDasErrorEvent(b)) => **a == **b,
+            (Self::HostDasEvent(a), Self::HostDasEvent(b)) => **a == **b,
+            (Self::HostDasOkEvent(a), Self::HostDasOkEvent(b)) => **a == **b,
+            (Self::HostDisconnectedEvent(a), Self::HostDisconnectedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostEnableAdminFailedEvent(a),
+                Self::HostEnableAdminFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostEvent(a), Self::HostEvent(b)) => **a == **b,
+            (Self::HostExtraNetworksEvent(a), Self::HostExtraNetworksEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostGetShortNameFailedEvent(a),
+                Self::HostGetShortNameFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostInAuditModeEvent(a), Self::HostInAuditModeEvent(b)) => **a == **b,
+            (Self::HostInventoryFullEvent(a), Self::HostInventoryFullEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostInventoryUnreadableEvent(a),
+                Self::HostInventoryUnreadableEvent(b),
+            ) => **a == **b,
+            (Self::HostIpChangedEvent(a), Self::HostIpChangedEvent(b)) => **a == **b,
+            (Self::HostIpInconsistentEvent(a), Self::HostIpInconsistentEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostIpToShortNameFailedEvent(a),
+                Self::HostIpToShortNameFailedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostIsolationIpPingFailedEvent(a),
+                Self::HostIsolationIpPingFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostLicenseExpiredEvent(a), Self::HostLicenseExpiredEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostLocalPortCreatedEvent(a), Self::HostLocalPortCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostMissingNetworksEvent(a), Self::HostMissingNetworksEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostMonitoringStateChangedEvent(a),
+                Self::HostMonitoringStateChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostNoAvailableNetworksEvent(a),
+                Self::HostNoAvailableNetworksEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostNoHAEnabledPortGroupsEvent(a),
+                Self::HostNoHAEnabledPortGroupsEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostNoRedundantManagementNetworkEvent(a),
+                Self::HostNoRedundantManagementNetworkEvent(b),
+            ) => **a == **b,
+            (Self::HostNonCompliantEvent(a), Self::HostNonCompliantEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostNotInClusterEvent(a), Self::HostNotInClusterEvent(b)) => {
+                **a == **b
+            }
+            (Self::HostOvercommittedEvent(a), Self::HostOvercommittedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostPrimaryAgentNotShortNameEvent(a),
+                Self::HostPrimaryAgentNotShortNameEvent(b),
+            ) => **a == **b,
+            (Self::HostProfileAppliedEvent(a), Self::HostProfileAppliedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostReconnectionFailedEvent(a),
+                Self::HostReconnectionFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostRemovedEvent(a), Self::HostRemovedEvent(b)) => **a == **b,
+            (
+                Self::HostShortNameInconsistentEvent(a),
+                Self::HostShortNameInconsistentEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostShortNameToIpFailedEvent(a),
+                Self::HostShortNameToIpFailedEvent(b),
+            ) => **a == **b,
+            (Self::HostShutdownEvent(a), Self::HostShutdownEvent(b)) => **a == **b,
+            (
+                Self::HostSpecificationChangedEvent(a),
+                Self::HostSpecificationChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostSpecificationRequireEvent(a),
+                Self::HostSpecificationRequireEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostSpecificationUpdateEvent(a),
+                Self::HostSpecificationUpdateEvent(b),
+            ) => **a == **b,
+            (Self::HostStatusChangedEvent(a), Self::HostStatusChangedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostSubSpecificationDeleteEvent(a),
+                Self::HostSubSpecificationDeleteEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostSubSpecificationUpdateEvent(a),
+                Self::HostSubSpecificationUpdateEvent(b),
+            ) => **a == **b,
+            (Self::HostSyncFailedEvent(a), Self::HostSyncFailedEvent(b)) => **a == **b,
+            (Self::HostUpgradeFailedEvent(a), Self::HostUpgradeFailedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::HostUserWorldSwapNotEnabledEvent(a),
+                Self::HostUserWorldSwapNotEnabledEvent(b),
+            ) => **a == **b,
+            (
+                Self::HostVnicConnectedToCustomizedDVPortEvent(a),
+                Self::HostVnicConnectedToCustomizedDVPortEvent(b),
+            ) => **a == **b,
+            (Self::HostWwnChangedEvent(a), Self::HostWwnChangedEvent(b)) => **a == **b,
+            (Self::HostWwnConflictEvent(a), Self::HostWwnConflictEvent(b)) => **a == **b,
+            (Self::IScsiBootFailureEvent(a), Self::IScsiBootFailureEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::IncorrectHostInformationEvent(a),
+                Self::IncorrectHostInformationEvent(b),
+            ) => **a == **b,
+            (Self::InfoUpgradeEvent(a), Self::InfoUpgradeEvent(b)) => **a == **b,
+            (
+                Self::InsufficientFailoverResourcesEvent(a),
+                Self::InsufficientFailoverResourcesEvent(b),
+            ) => **a == **b,
+            (Self::InvalidEditionEvent(a), Self::InvalidEditionEvent(b)) => **a == **b,
+            (Self::LicenseEvent(a), Self::LicenseEvent(b)) => **a == **b,
+            (Self::LicenseExpiredEvent(a), Self::LicenseExpiredEvent(b)) => **a == **b,
+            (Self::LicenseNonComplianceEvent(a), Self::LicenseNonComplianceEvent(b)) => {
+                **a == **b
+            }
+            (Self::LicenseRestrictedEvent(a), Self::LicenseRestrictedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::LicenseServerAvailableEvent(a),
+                Self::LicenseServerAvailableEvent(b),
+            ) => **a == **b,
+            (
+                Self::LicenseServerUnavailableEvent(a),
+                Self::LicenseServerUnavailableEvent(b),
+            ) => **a == **b,
+            (
+                Self::LocalDatastoreCreatedEvent(a),
+                Self::LocalDatastoreCreatedEvent(b),
+            ) => **a == **b,
+            (Self::LocalTSMEnabledEvent(a), Self::LocalTSMEnabledEvent(b)) => **a == **b,
+            (Self::LockerMisconfiguredEvent(a), Self::LockerMisconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::LockerReconfiguredEvent(a), Self::LockerReconfiguredEvent(b)) => {
+                **a == **b
+            }
+            (Self::MigrationErrorEvent(a), Self::MigrationErrorEvent(b)) => **a == **b,
+            (Self::MigrationEvent(a), Self::MigrationEvent(b)) => **a == **b,
+            (Self::MigrationHostErrorEvent(a), Self::MigrationHostErrorEvent(b)) => {
+                **a == **b
+            }
+            (Self::MigrationHostWarningEvent(a), Self::MigrationHostWarningEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::MigrationResourceErrorEvent(a),
+                Self::MigrationResourceErrorEvent(b),
+            ) => **a == **b,
+            (
+                Self::MigrationResourceWarningEvent(a),
+                Self::MigrationResourceWarningEvent(b),
+            ) => **a == **b,
+            (Self::MigrationWarningEvent(a), Self::MigrationWarningEvent(b)) => {
+                **a == **b
+            }
+            (Self::MtuMatchEvent(a), Self::MtuMatchEvent(b)) => **a == **b,
+            (Self::MtuMismatchEvent(a), Self::MtuMismatchEvent(b)) => **a == **b,
+            (Self::NASDatastoreCreatedEvent(a), Self::NASDatastoreCreatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::NetworkRollbackEvent(a), Self::NetworkRollbackEvent(b)) => **a == **b,
+            (Self::NoAccessUserEvent(a), Self::NoAccessUserEvent(b)) => **a == **b,
+            (
+                Self::NoDatastoresConfiguredEvent(a),
+                Self::NoDatastoresConfiguredEvent(b),
+            ) => **a == **b,
+            (Self::NoLicenseEvent(a), Self::NoLicenseEvent(b)) => **a == **b,
+            (
+                Self::NoMaintenanceModeDrsRecommendationForVM(a),
+                Self::NoMaintenanceModeDrsRecommendationForVM(b),
+            ) => **a == **b,
+            (
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(a),
+                Self::NonVIWorkloadDetectedOnDatastoreEvent(b),
+            ) => **a == **b,
+            (
+                Self::NotEnoughResourcesToStartVmEvent(a),
+                Self::NotEnoughResourcesToStartVmEvent(b),
+            ) => **a == **b,
+            (Self::OutOfSyncDvsHost(a), Self::OutOfSyncDvsHost(b)) => **a == **b,
+            (Self::PermissionAddedEvent(a), Self::PermissionAddedEvent(b)) => **a == **b,
+            (Self::PermissionEvent(a), Self::PermissionEvent(b)) => **a == **b,
+            (Self::PermissionRemovedEvent(a), Self::PermissionRemovedEvent(b)) => {
+                **a == **b
+            }
+            (Self::PermissionUpdatedEvent(a), Self::PermissionUpdatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ProfileAssociatedEvent(a), Self::ProfileAssociatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ProfileChangedEvent(a), Self::ProfileChangedEvent(b)) => **a == **b,
+            (Self::ProfileCreatedEvent(a), Self::ProfileCreatedEvent(b)) => **a == **b,
+            (Self::ProfileDissociatedEvent(a), Self::ProfileDissociatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ProfileEvent(a), Self::ProfileEvent(b)) => **a == **b,
+            (
+                Self::ProfileReferenceHostChangedEvent(a),
+                Self::ProfileReferenceHostChangedEvent(b),
+            ) => **a == **b,
+            (Self::ProfileRemovedEvent(a), Self::ProfileRemovedEvent(b)) => **a == **b,
+            (Self::RecoveryEvent(a), Self::RecoveryEvent(b)) => **a == **b,
+            (Self::RemoteTSMEnabledEvent(a), Self::RemoteTSMEnabledEvent(b)) => {
+                **a == **b
+            }
+            (Self::ResourcePoolCreatedEvent(a), Self::ResourcePoolCreatedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ResourcePoolDestroyedEvent(a),
+                Self::ResourcePoolDestroyedEvent(b),
+            ) => **a == **b,
+            (Self::ResourcePoolEvent(a), Self::ResourcePoolEvent(b)) => **a == **b,
+            (Self::ResourcePoolMovedEvent(a), Self::ResourcePoolMovedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ResourcePoolReconfiguredEvent(a),
+                Self::ResourcePoolReconfiguredEvent(b),
+            ) => **a == **b,
+            (Self::ResourceViolatedEvent(a), Self::ResourceViolatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::RoleAddedEvent(a), Self::RoleAddedEvent(b)) => **a == **b,
+            (Self::RoleEvent(a), Self::RoleEvent(b)) => **a == **b,
+            (Self::RoleRemovedEvent(a), Self::RoleRemovedEvent(b)) => **a == **b,
+            (Self::RoleUpdatedEvent(a), Self::RoleUpdatedEvent(b)) => **a == **b,
+            (Self::RollbackEvent(a), Self::RollbackEvent(b)) => **a == **b,
+            (
+                Self::ScheduledTaskCompletedEvent(a),
+                Self::ScheduledTaskCompletedEvent(b),
+            ) => **a == **b,
+            (Self::ScheduledTaskCreatedEvent(a), Self::ScheduledTaskCreatedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ScheduledTaskEmailCompletedEvent(a),
+                Self::ScheduledTaskEmailCompletedEvent(b),
+            ) => **a == **b,
+            (
+                Self::ScheduledTaskEmailFailedEvent(a),
+                Self::ScheduledTaskEmailFailedEvent(b),
+            ) => **a == **b,
+            (Self::ScheduledTaskEvent(a), Self::ScheduledTaskEvent(b)) => **a == **b,
+            (Self::ScheduledTaskFailedEvent(a), Self::ScheduledTaskFailedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::ScheduledTaskReconfiguredEvent(a),
+                Self::ScheduledTaskReconfiguredEvent(b),
+            ) => **a == **b,
+            (Self::ScheduledTaskRemovedEvent(a), Self::ScheduledTaskRemovedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ScheduledTaskStartedEvent(a), Self::ScheduledTaskStartedEvent(b)) => {
+                **a == **b
+            }
+            (Self::ServerLicenseExpiredEvent(a), Self::ServerLicenseExpiredEvent(b)) => {
+                **a == **b
+            }
+            (Self::ServerStartedSessionEvent(a), Self::ServerStartedSessionEvent(b)) => {
+                **a == **b
+            }
+            (Self::SessionEvent(a), Self::SessionEvent(b)) => **a == **b,
+            (Self::SessionTerminatedEvent(a), Self::SessionTerminatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::TaskEvent(a), Self::TaskEvent(b)) => **a == **b,
+            (Self::TaskTimeoutEvent(a), Self::TaskTimeoutEvent(b)) => **a == **b,
+            (Self::TeamingMatchEvent(a), Self::TeamingMatchEvent(b)) => **a == **b,
+            (Self::TeamingMisMatchEvent(a), Self::TeamingMisMatchEvent(b)) => **a == **b,
+            (
+                Self::TemplateBeingUpgradedEvent(a),
+                Self::TemplateBeingUpgradedEvent(b),
+            ) => **a == **b,
+            (Self::TemplateUpgradeEvent(a), Self::TemplateUpgradeEvent(b)) => **a == **b,
+            (
+                Self::TemplateUpgradeFailedEvent(a),
+                Self::TemplateUpgradeFailedEvent(b),
+            ) => **a == **b,
+            (Self::TemplateUpgradedEvent(a), Self::TemplateUpgradedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::TimedOutHostOperationEvent(a),
+                Self::TimedOutHostOperationEvent(b),
+            ) => **a == **b,
+            (
+                Self::UnlicensedVirtualMachinesEvent(a),
+                Self::UnlicensedVirtualMachinesEvent(b),
+            ) => **a == **b,
+            (
+                Self::UnlicensedVirtualMachinesFoundEvent(a),
+                Self::UnlicensedVirtualMachinesFoundEvent(b),
+            ) => **a == **b,
+            (
+                Self::UpdatedAgentBeingRestartedEvent(a),
+                Self::UpdatedAgentBeingRestartedEvent(b),
+            ) => **a == **b,
+            (Self::UpgradeEvent(a), Self::UpgradeEvent(b)) => **a == **b,
+            (
+                Self::UplinkPortMtuNotSupportEvent(a),
+                Self::UplinkPortMtuNotSupportEvent(b),
+            ) => **a == **b,
+            (Self::UplinkPortMtuSupportEvent(a), Self::UplinkPortMtuSupportEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::UplinkPortVlanTrunkedEvent(a),
+                Self::UplinkPortVlanTrunkedEvent(b),
+            ) => **a == **b,
+            (
+                Self::UplinkPortVlanUntrunkedEvent(a),
+                Self::UplinkPortVlanUntrunkedEvent(b),
+            ) => **a == **b,
+            (Self::UserAssignedToGroup(a), Self::UserAssignedToGroup(b)) => **a == **b,
+            (Self::UserLoginSessionEvent(a), Self::UserLoginSessionEvent(b)) => {
+                **a == **b
+            }
+            (Self::UserLogoutSessionEvent(a), Self::UserLogoutSessionEvent(b)) => {
+                **a == **b
+            }
+            (Self::UserPasswordChanged(a), Self::UserPasswordChanged(b)) => **a == **b,
+            (Self::UserUnassignedFromGroup(a), Self::UserUnassignedFromGroup(b)) => {
+                **a == **b
+            }
+            (Self::UserUpgradeEvent(a), Self::UserUpgradeEvent(b)) => **a == **b,
+            (Self::VMFSDatastoreCreatedEvent(a), Self::VMFSDatastoreCreatedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VMFSDatastoreExpandedEvent(a),
+                Self::VMFSDatastoreExpandedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VMFSDatastoreExtendedEvent(a),
+                Self::VMFSDatastoreExtendedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VMotionLicenseExpiredEvent(a),
+                Self::VMotionLicenseExpiredEvent(b),
+            ) => **a == **b,
+            (
+                Self::VcAgentUninstallFailedEvent(a),
+                Self::VcAgentUninstallFailedEvent(b),
+            ) => **a == **b,
+            (Self::VcAgentUninstalledEvent(a), Self::VcAgentUninstalledEvent(b)) => {
+                **a == **b
+            }
+            (Self::VcAgentUpgradeFailedEvent(a), Self::VcAgentUpgradeFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VcAgentUpgradedEvent(a), Self::VcAgentUpgradedEvent(b)) => **a == **b,
+            (
+                Self::VimAccountPasswordChangedEvent(a),
+                Self::VimAccountPasswordChangedEvent(b),
+            ) => **a == **b,
+            (Self::VmAcquiredMksTicketEvent(a), Self::VmAcquiredMksTicketEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmAcquiredTicketEvent(a), Self::VmAcquiredTicketEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmAutoRenameEvent(a), Self::VmAutoRenameEvent(b)) => **a == **b,
+            (Self::VmBeingClonedEvent(a), Self::VmBeingClonedEvent(b)) => **a == **b,
+            (
+                Self::VmBeingClonedNoFolderEvent(a),
+                Self::VmBeingClonedNoFolderEvent(b),
+            ) => **a == **b,
+            (Self::VmBeingCreatedEvent(a), Self::VmBeingCreatedEvent(b)) => **a == **b,
+            (Self::VmBeingDeployedEvent(a), Self::VmBeingDeployedEvent(b)) => **a == **b,
+            (Self::VmBeingHotMigratedEvent(a), Self::VmBeingHotMigratedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmBeingMigratedEvent(a), Self::VmBeingMigratedEvent(b)) => **a == **b,
+            (Self::VmBeingRelocatedEvent(a), Self::VmBeingRelocatedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmCloneEvent(a), Self::VmCloneEvent(b)) => **a == **b,
+            (Self::VmCloneFailedEvent(a), Self::VmCloneFailedEvent(b)) => **a == **b,
+            (Self::VmClonedEvent(a), Self::VmClonedEvent(b)) => **a == **b,
+            (Self::VmConfigMissingEvent(a), Self::VmConfigMissingEvent(b)) => **a == **b,
+            (Self::VmConnectedEvent(a), Self::VmConnectedEvent(b)) => **a == **b,
+            (Self::VmCreatedEvent(a), Self::VmCreatedEvent(b)) => **a == **b,
+            (Self::VmDasBeingResetEvent(a), Self::VmDasBeingResetEvent(b)) => **a == **b,
+            (
+                Self::VmDasBeingResetWithScreenshotEvent(a),
+                Self::VmDasBeingResetWithScreenshotEvent(b),
+            ) => **a == **b,
+            (Self::VmDasResetFailedEvent(a), Self::VmDasResetFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmDasUpdateErrorEvent(a), Self::VmDasUpdateErrorEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmDasUpdateOkEvent(a), Self::VmDasUpdateOkEvent(b)) => **a == **b,
+            (Self::VmDateRolledBackEvent(a), Self::VmDateRolledBackEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmDeployFailedEvent(a), Self::VmDeployFailedEvent(b)) => **a == **b,
+            (Self::VmDeployedEvent(a), Self::VmDeployedEvent(b)) => **a == **b,
+            (Self::VmDisconnectedEvent(a), Self::VmDisconnectedEvent(b)) => **a == **b,
+            (Self::VmDiscoveredEvent(a), Self::VmDiscoveredEvent(b)) => **a == **b,
+            (Self::VmDiskFailedEvent(a), Self::VmDiskFailedEvent(b)) => **a == **b,
+            (Self::VmEmigratingEvent(a), Self::VmEmigratingEvent(b)) => **a == **b,
+            (Self::VmEndRecordingEvent(a), Self::VmEndRecordingEvent(b)) => **a == **b,
+            (Self::VmEndReplayingEvent(a), Self::VmEndReplayingEvent(b)) => **a == **b,
+            (Self::VmEvent(a), Self::VmEvent(b)) => **a == **b,
+            (Self::VmFailedMigrateEvent(a), Self::VmFailedMigrateEvent(b)) => **a == **b,
+            (Self::VmFailedRelayoutEvent(a), Self::VmFailedRelayoutEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(a),
+                Self::VmFailedRelayoutOnVmfs2DatastoreEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFailedStartingSecondaryEvent(a),
+                Self::VmFailedStartingSecondaryEvent(b),
+            ) => **a == **b,
+            (Self::VmFailedToPowerOffEvent(a), Self::VmFailedToPowerOffEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmFailedToPowerOnEvent(a), Self::VmFailedToPowerOnEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFailedToRebootGuestEvent(a),
+                Self::VmFailedToRebootGuestEvent(b),
+            ) => **a == **b,
+            (Self::VmFailedToResetEvent(a), Self::VmFailedToResetEvent(b)) => **a == **b,
+            (
+                Self::VmFailedToShutdownGuestEvent(a),
+                Self::VmFailedToShutdownGuestEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFailedToStandbyGuestEvent(a),
+                Self::VmFailedToStandbyGuestEvent(b),
+            ) => **a == **b,
+            (Self::VmFailedToSuspendEvent(a), Self::VmFailedToSuspendEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmFailedUpdatingSecondaryConfig(a),
+                Self::VmFailedUpdatingSecondaryConfig(b),
+            ) => **a == **b,
+            (Self::VmFailoverFailed(a), Self::VmFailoverFailed(b)) => **a == **b,
+            (
+                Self::VmFaultToleranceStateChangedEvent(a),
+                Self::VmFaultToleranceStateChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceTurnedOffEvent(a),
+                Self::VmFaultToleranceTurnedOffEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmFaultToleranceVmTerminatedEvent(a),
+                Self::VmFaultToleranceVmTerminatedEvent(b),
+            ) => **a == **b,
+            (Self::VmGuestOSCrashedEvent(a), Self::VmGuestOSCrashedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmGuestRebootEvent(a), Self::VmGuestRebootEvent(b)) => **a == **b,
+            (Self::VmGuestShutdownEvent(a), Self::VmGuestShutdownEvent(b)) => **a == **b,
+            (Self::VmGuestStandbyEvent(a), Self::VmGuestStandbyEvent(b)) => **a == **b,
+            (
+                Self::VmHealthMonitoringStateChangedEvent(a),
+                Self::VmHealthMonitoringStateChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmInstanceUuidAssignedEvent(a),
+                Self::VmInstanceUuidAssignedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmInstanceUuidChangedEvent(a),
+                Self::VmInstanceUuidChangedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmInstanceUuidConflictEvent(a),
+                Self::VmInstanceUuidConflictEvent(b),
+            ) => **a == **b,
+            (Self::VmMacAssignedEvent(a), Self::VmMacAssignedEvent(b)) => **a == **b,
+            (Self::VmMacChangedEvent(a), Self::VmMacChangedEvent(b)) => **a == **b,
+            (Self::VmMacConflictEvent(a), Self::VmMacConflictEvent(b)) => **a == **b,
+            (
+                Self::VmMaxFTRestartCountReached(a),
+                Self::VmMaxFTRestartCountReached(b),
+            ) => **a == **b,
+            (Self::VmMaxRestartCountReached(a), Self::VmMaxRestartCountReached(b)) => {
+                **a == **b
+            }
+            (Self::VmMessageErrorEvent(a), Self::VmMessageErrorEvent(b)) => **a == **b,
+            (Self::VmMessageEvent(a), Self::VmMessageEvent(b)) => **a == **b,
+            (Self::VmMessageWarningEvent(a), Self::VmMessageWarningEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmMigratedEvent(a), Self::VmMigratedEvent(b)) => **a == **b,
+            (
+                Self::VmNoCompatibleHostForSecondaryEvent(a),
+                Self::VmNoCompatibleHostForSecondaryEvent(b),
+            ) => **a == **b,
+            (Self::VmNoNetworkAccessEvent(a), Self::VmNoNetworkAccessEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmOrphanedEvent(a), Self::VmOrphanedEvent(b)) => **a == **b,
+            (
+                Self::VmPowerOffOnIsolationEvent(a),
+                Self::VmPowerOffOnIsolationEvent(b),
+            ) => **a == **b,
+            (Self::VmPoweredOffEvent(a), Self::VmPoweredOffEvent(b)) => **a == **b,
+            (Self::VmPoweredOnEvent(a), Self::VmPoweredOnEvent(b)) => **a == **b,
+            (
+                Self::VmPoweringOnWithCustomizedDVPortEvent(a),
+                Self::VmPoweringOnWithCustomizedDVPortEvent(b),
+            ) => **a == **b,
+            (Self::VmPrimaryFailoverEvent(a), Self::VmPrimaryFailoverEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmReconfiguredEvent(a), Self::VmReconfiguredEvent(b)) => **a == **b,
+            (Self::VmRegisteredEvent(a), Self::VmRegisteredEvent(b)) => **a == **b,
+            (Self::VmRelayoutSuccessfulEvent(a), Self::VmRelayoutSuccessfulEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmRelayoutUpToDateEvent(a), Self::VmRelayoutUpToDateEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmReloadFromPathEvent(a), Self::VmReloadFromPathEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmReloadFromPathFailedEvent(a),
+                Self::VmReloadFromPathFailedEvent(b),
+            ) => **a == **b,
+            (Self::VmRelocateFailedEvent(a), Self::VmRelocateFailedEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmRelocateSpecEvent(a), Self::VmRelocateSpecEvent(b)) => **a == **b,
+            (Self::VmRelocatedEvent(a), Self::VmRelocatedEvent(b)) => **a == **b,
+            (
+                Self::VmRemoteConsoleConnectedEvent(a),
+                Self::VmRemoteConsoleConnectedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmRemoteConsoleDisconnectedEvent(a),
+                Self::VmRemoteConsoleDisconnectedEvent(b),
+            ) => **a == **b,
+            (Self::VmRemovedEvent(a), Self::VmRemovedEvent(b)) => **a == **b,
+            (Self::VmRenamedEvent(a), Self::VmRenamedEvent(b)) => **a == **b,
+            (
+                Self::VmRequirementsExceedCurrentEVCModeEvent(a),
+                Self::VmRequirementsExceedCurrentEVCModeEvent(b),
+            ) => **a == **b,
+            (Self::VmResettingEvent(a), Self::VmResettingEvent(b)) => **a == **b,
+            (Self::VmResourcePoolMovedEvent(a), Self::VmResourcePoolMovedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmResourceReallocatedEvent(a),
+                Self::VmResourceReallocatedEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmRestartedOnAlternateHostEvent(a),
+                Self::VmRestartedOnAlternateHostEvent(b),
+            ) => **a == **b,
+            (Self::VmResumingEvent(a), Self::VmResumingEvent(b)) => **a == **b,
+            (Self::VmSecondaryAddedEvent(a), Self::VmSecondaryAddedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmSecondaryDisabledBySystemEvent(a),
+                Self::VmSecondaryDisabledBySystemEvent(b),
+            ) => **a == **b,
+            (Self::VmSecondaryDisabledEvent(a), Self::VmSecondaryDisabledEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmSecondaryEnabledEvent(a), Self::VmSecondaryEnabledEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmSecondaryStartedEvent(a), Self::VmSecondaryStartedEvent(b)) => {
+                **a == **b
+            }
+            (
+                Self::VmShutdownOnIsolationEvent(a),
+                Self::VmShutdownOnIsolationEvent(b),
+            ) => **a == **b,
+            (Self::VmStartRecordingEvent(a), Self::VmStartRecordingEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStartReplayingEvent(a), Self::VmStartReplayingEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStartingEvent(a), Self::VmStartingEvent(b)) => **a == **b,
+            (Self::VmStartingSecondaryEvent(a), Self::VmStartingSecondaryEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStaticMacConflictEvent(a), Self::VmStaticMacConflictEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmStoppingEvent(a), Self::VmStoppingEvent(b)) => **a == **b,
+            (Self::VmSuspendedEvent(a), Self::VmSuspendedEvent(b)) => **a == **b,
+            (Self::VmSuspendingEvent(a), Self::VmSuspendingEvent(b)) => **a == **b,
+            (
+                Self::VmTimedoutStartingSecondaryEvent(a),
+                Self::VmTimedoutStartingSecondaryEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmUnsupportedStartingEvent(a),
+                Self::VmUnsupportedStartingEvent(b),
+            ) => **a == **b,
+            (Self::VmUpgradeCompleteEvent(a), Self::VmUpgradeCompleteEvent(b)) => {
+                **a == **b
+            }
+            (Self::VmUpgradeFailedEvent(a), Self::VmUpgradeFailedEvent(b)) => **a == **b,
+            (Self::VmUpgradingEvent(a), Self::VmUpgradingEvent(b)) => **a == **b,
+            (Self::VmUuidAssignedEvent(a), Self::VmUuidAssignedEvent(b)) => **a == **b,
+            (Self::VmUuidChangedEvent(a), Self::VmUuidChangedEvent(b)) => **a == **b,
+            (Self::VmUuidConflictEvent(a), Self::VmUuidConflictEvent(b)) => **a == **b,
+            (
+                Self::VmVnicPoolReservationViolationClearEvent(a),
+                Self::VmVnicPoolReservationViolationClearEvent(b),
+            ) => **a == **b,
+            (
+                Self::VmVnicPoolReservationViolationRaiseEvent(a),
+                Self::VmVnicPoolReservationViolationRaiseEvent(b),
+            ) => **a == **b,
+            (Self::VmWwnAssignedEvent(a), Self::VmWwnAssignedEvent(b)) => **a == **b,
+            (Self::VmWwnChangedEvent(a), Self::VmWwnChangedEvent(b)) => **a == **b,
+            (Self::VmWwnConflictEvent(a), Self::VmWwnConflictEvent(b)) => **a == **b,
+            (Self::WarningUpgradeEvent(a), Self::WarningUpgradeEvent(b)) => **a == **b,
+            _ => false,
         }
     }
 }

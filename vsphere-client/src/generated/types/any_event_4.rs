@@ -11,2666 +11,1480 @@ impl AnyEvent {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "Event" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Event(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AccountCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AccountCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AccountRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AccountRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AccountUpdatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AccountUpdatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AdminPasswordNotChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AdminPasswordNotChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmAcknowledgedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmAcknowledgedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmActionTriggeredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmActionTriggeredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmClearedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmClearedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmEmailCompletedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmEmailCompletedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmEmailFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmEmailFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmScriptCompleteEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmScriptCompleteEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmScriptFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmScriptFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmSnmpCompletedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmSnmpCompletedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmSnmpFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmSnmpFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlarmStatusChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlarmStatusChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AllVirtualMachinesLicensedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AllVirtualMachinesLicensedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlreadyAuthenticatedSessionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlreadyAuthenticatedSessionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AuthorizationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AuthorizationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "BadUsernameSessionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BadUsernameSessionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CanceledHostOperationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CanceledHostOperationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterComplianceCheckedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterComplianceCheckedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterDestroyedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterDestroyedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterOvercommittedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterOvercommittedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClusterStatusChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterStatusChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomFieldDefAddedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldDefAddedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomFieldDefEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldDefEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomFieldDefRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldDefRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomFieldDefRenamedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldDefRenamedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomFieldEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomFieldValueChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomFieldValueChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationLinuxIdentityFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationLinuxIdentityFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationNetworkSetupFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationNetworkSetupFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationStartedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationStartedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationSucceeded" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationSucceeded(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationSysprepFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationSysprepFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationUnknownFailure" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationUnknownFailure(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVPortgroupCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVPortgroupDestroyedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupDestroyedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVPortgroupEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVPortgroupReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVPortgroupRenamedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupRenamedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasAdmissionControlDisabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasAdmissionControlDisabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasAdmissionControlEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasAdmissionControlEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasAgentFoundEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasAgentFoundEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasAgentUnavailableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasAgentUnavailableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasClusterIsolatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasClusterIsolatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasDisabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasDisabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasHostFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasHostFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasHostIsolatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasHostIsolatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatacenterCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatacenterCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatacenterEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatacenterEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatacenterRenamedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatacenterRenamedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreCapacityIncreasedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreCapacityIncreasedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreDestroyedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreDestroyedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreDiscoveredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreDiscoveredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreDuplicatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreDuplicatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreFileCopiedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreFileCopiedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreFileDeletedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreFileDeletedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreFileEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreFileEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreFileMovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreFileMovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreIORMReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreIORMReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastorePrincipalConfigured" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastorePrincipalConfigured(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreRemovedOnHostEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreRemovedOnHostEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreRenamedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreRenamedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreRenamedOnHostEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreRenamedOnHostEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsDisabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsDisabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsEnteredStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsEnteredStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsEnteringStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsEnteringStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsExitStandbyModeFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsExitStandbyModeFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsExitedStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsExitedStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsExitingStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsExitingStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsInvocationFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsInvocationFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsRecoveredFromFailureEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsRecoveredFromFailureEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsResourceConfigureFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsResourceConfigureFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsResourceConfigureSyncedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsResourceConfigureSyncedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsRuleComplianceEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsRuleComplianceEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsRuleViolationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsRuleViolationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsSoftRuleViolationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsSoftRuleViolationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsVmMigratedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsVmMigratedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsVmPoweredOnEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsVmPoweredOnEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DuplicateIpDetectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DuplicateIpDetectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvpgImportEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvpgImportEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvpgRestoreEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvpgRestoreEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsDestroyedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsDestroyedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsHealthStatusChangeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHealthStatusChangeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsHostBackInSyncEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHostBackInSyncEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsHostJoinedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHostJoinedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsHostLeftEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHostLeftEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsHostStatusUpdated" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHostStatusUpdated(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsHostWentOutOfSyncEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsHostWentOutOfSyncEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsImportEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsImportEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsMergedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsMergedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortBlockedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortBlockedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortConnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortConnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortDeletedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortDeletedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortDisconnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortDisconnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortEnteredPassthruEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortEnteredPassthruEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortExitedPassthruEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortExitedPassthruEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortJoinPortgroupEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortJoinPortgroupEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortLeavePortgroupEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortLeavePortgroupEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortLinkDownEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortLinkDownEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortLinkUpEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortLinkUpEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortRuntimeChangeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortRuntimeChangeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortUnblockedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortUnblockedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsPortVendorSpecificStateChangeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPortVendorSpecificStateChangeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsRenamedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsRenamedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsRestoreEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsRestoreEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsUpgradeAvailableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsUpgradeAvailableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsUpgradeInProgressEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsUpgradeInProgressEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsUpgradeRejectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsUpgradeRejectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsUpgradedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsUpgradedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EnteredMaintenanceModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EnteredMaintenanceModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EnteredStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EnteredStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EnteringMaintenanceModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EnteringMaintenanceModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EnteringStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EnteringStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ErrorUpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ErrorUpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EventEx" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EventEx(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExitMaintenanceModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExitMaintenanceModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExitStandbyModeFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExitStandbyModeFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExitedStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExitedStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExitingStandbyModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExitingStandbyModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExtendedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExtendedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FailoverLevelRestored" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FailoverLevelRestored(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralHostErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralHostErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralHostInfoEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralHostInfoEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralHostWarningEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralHostWarningEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralUserEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralUserEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralVmErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralVmErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralVmInfoEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralVmInfoEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GeneralVmWarningEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GeneralVmWarningEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GhostDvsProxySwitchDetectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GhostDvsProxySwitchDetectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GhostDvsProxySwitchRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GhostDvsProxySwitchRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GlobalMessageChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GlobalMessageChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HealthStatusChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HealthStatusChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostAddFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAddFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostAddedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAddedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostAdminDisableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAdminDisableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostAdminEnableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAdminEnableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedAccountFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedAccountFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedAlreadyManagedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedAlreadyManagedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedBadCcagentEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedBadCcagentEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedBadUsernameEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedBadUsernameEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedBadVersionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedBadVersionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedCcagentUpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedCcagentUpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedNetworkErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedNetworkErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedNoAccessEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedNoAccessEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedNoConnectionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedNoConnectionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedNoLicenseEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedNoLicenseEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedNotFoundEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedNotFoundEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCnxFailedTimeoutEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCnxFailedTimeoutEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostComplianceCheckedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostComplianceCheckedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCompliantEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCompliantEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostConfigAppliedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConfigAppliedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostConnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostConnectionLostEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConnectionLostEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasDisabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasDisabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasDisablingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasDisablingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasEnablingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasEnablingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDasOkEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDasOkEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostDisconnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDisconnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostEnableAdminFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostEnableAdminFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostExtraNetworksEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostExtraNetworksEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostGetShortNameFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostGetShortNameFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostInAuditModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInAuditModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostInventoryFullEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInventoryFullEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostInventoryUnreadableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInventoryUnreadableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostIpChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIpChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostIpInconsistentEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIpInconsistentEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostIpToShortNameFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIpToShortNameFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostIsolationIpPingFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIsolationIpPingFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostLicenseExpiredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostLicenseExpiredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostLocalPortCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostLocalPortCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostMissingNetworksEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMissingNetworksEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostMonitoringStateChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMonitoringStateChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNoAvailableNetworksEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNoAvailableNetworksEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNoHAEnabledPortGroupsEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNoHAEnabledPortGroupsEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNoRedundantManagementNetworkEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNoRedundantManagementNetworkEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNonCompliantEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNonCompliantEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNotInClusterEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNotInClusterEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostOvercommittedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostOvercommittedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostPrimaryAgentNotShortNameEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPrimaryAgentNotShortNameEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostProfileAppliedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileAppliedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostReconnectionFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostReconnectionFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostShortNameInconsistentEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostShortNameInconsistentEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostShortNameToIpFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostShortNameToIpFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostShutdownEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostShutdownEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSpecificationChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSpecificationChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSpecificationRequireEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSpecificationRequireEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSpecificationUpdateEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSpecificationUpdateEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostStatusChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostStatusChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSubSpecificationDeleteEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSubSpecificationDeleteEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSubSpecificationUpdateEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSubSpecificationUpdateEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSyncFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSyncFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostUpgradeFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostUpgradeFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostUserWorldSwapNotEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostUserWorldSwapNotEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostVnicConnectedToCustomizedDVPortEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostWwnChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostWwnChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostWwnConflictEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostWwnConflictEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IScsiBootFailureEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IScsiBootFailureEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncorrectHostInformationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncorrectHostInformationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InfoUpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InfoUpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientFailoverResourcesEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientFailoverResourcesEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidEditionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidEditionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseExpiredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseExpiredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseNonComplianceEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseNonComplianceEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseRestrictedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseRestrictedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseServerAvailableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseServerAvailableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseServerUnavailableEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseServerUnavailableEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LocalDatastoreCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LocalDatastoreCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LocalTSMEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LocalTSMEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LockerMisconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LockerMisconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LockerReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LockerReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationHostErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationHostErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationHostWarningEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationHostWarningEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationResourceErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationResourceErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationResourceWarningEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationResourceWarningEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationWarningEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationWarningEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MtuMatchEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MtuMatchEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MtuMismatchEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MtuMismatchEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NASDatastoreCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NASDatastoreCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NetworkRollbackEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkRollbackEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoAccessUserEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoAccessUserEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoDatastoresConfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoDatastoresConfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoLicenseEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoLicenseEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoMaintenanceModeDrsRecommendationForVM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NonVIWorkloadDetectedOnDatastoreEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotEnoughResourcesToStartVmEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotEnoughResourcesToStartVmEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OutOfSyncDvsHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OutOfSyncDvsHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PermissionAddedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PermissionAddedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PermissionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PermissionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PermissionRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PermissionRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PermissionUpdatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PermissionUpdatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileAssociatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileAssociatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileDissociatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileDissociatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileReferenceHostChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileReferenceHostChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RecoveryEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RecoveryEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RemoteTSMEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RemoteTSMEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourcePoolCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourcePoolCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourcePoolDestroyedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourcePoolDestroyedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourcePoolEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourcePoolEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourcePoolMovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourcePoolMovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourcePoolReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourcePoolReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourceViolatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourceViolatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RoleAddedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RoleAddedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RoleEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RoleEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RoleRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RoleRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RoleUpdatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RoleUpdatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RollbackEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RollbackEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskCompletedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskCompletedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskEmailCompletedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskEmailCompletedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskEmailFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskEmailFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ScheduledTaskStartedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskStartedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ServerLicenseExpiredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServerLicenseExpiredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ServerStartedSessionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServerStartedSessionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SessionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SessionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SessionTerminatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SessionTerminatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TaskEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TaskTimeoutEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskTimeoutEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TeamingMatchEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TeamingMatchEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TeamingMisMatchEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TeamingMisMatchEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TemplateBeingUpgradedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TemplateBeingUpgradedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TemplateUpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TemplateUpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TemplateUpgradeFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TemplateUpgradeFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TemplateUpgradedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TemplateUpgradedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TimedOutHostOperationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TimedOutHostOperationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnlicensedVirtualMachinesEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnlicensedVirtualMachinesEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnlicensedVirtualMachinesFoundEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnlicensedVirtualMachinesFoundEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UpdatedAgentBeingRestartedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UpdatedAgentBeingRestartedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UplinkPortMtuNotSupportEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UplinkPortMtuNotSupportEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UplinkPortMtuSupportEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UplinkPortMtuSupportEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UplinkPortVlanTrunkedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UplinkPortVlanTrunkedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UplinkPortVlanUntrunkedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UplinkPortVlanUntrunkedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserAssignedToGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserAssignedToGroup(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserLoginSessionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserLoginSessionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserLogoutSessionEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserLogoutSessionEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserPasswordChanged" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserPasswordChanged(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserUnassignedFromGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserUnassignedFromGroup(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserUpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserUpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMFSDatastoreCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMFSDatastoreCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMFSDatastoreExpandedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMFSDatastoreExpandedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMFSDatastoreExtendedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMFSDatastoreExtendedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionLicenseExpiredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionLicenseExpiredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VcAgentUninstallFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VcAgentUninstallFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VcAgentUninstalledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VcAgentUninstalledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VcAgentUpgradeFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VcAgentUpgradeFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VcAgentUpgradedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VcAgentUpgradedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VimAccountPasswordChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VimAccountPasswordChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmAcquiredMksTicketEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmAcquiredMksTicketEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmAcquiredTicketEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmAcquiredTicketEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmAutoRenameEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmAutoRenameEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingClonedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingClonedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingClonedNoFolderEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingClonedNoFolderEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingDeployedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingDeployedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingHotMigratedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingHotMigratedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingMigratedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingMigratedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmBeingRelocatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmBeingRelocatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmCloneEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmCloneEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmCloneFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmCloneFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmClonedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmClonedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmConfigMissingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigMissingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmConnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmCreatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmCreatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDasBeingResetEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDasBeingResetEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDasBeingResetWithScreenshotEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDasBeingResetWithScreenshotEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDasResetFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDasResetFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDasUpdateErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDasUpdateErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDasUpdateOkEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDasUpdateOkEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDateRolledBackEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDateRolledBackEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDeployFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDeployFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDeployedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDeployedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDisconnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDisconnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDiscoveredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDiscoveredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmDiskFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDiskFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmEmigratingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmEmigratingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmEndRecordingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmEndRecordingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmEndReplayingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmEndReplayingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedMigrateEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedMigrateEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedRelayoutEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedRelayoutEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedRelayoutOnVmfs2DatastoreEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedStartingSecondaryEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedStartingSecondaryEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToPowerOffEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToPowerOffEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToPowerOnEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToPowerOnEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToRebootGuestEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToRebootGuestEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToResetEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToResetEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToShutdownGuestEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToShutdownGuestEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToStandbyGuestEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToStandbyGuestEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedToSuspendEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedToSuspendEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailedUpdatingSecondaryConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailedUpdatingSecondaryConfig(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFailoverFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFailoverFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceStateChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceStateChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceTurnedOffEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceTurnedOffEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceVmTerminatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceVmTerminatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmGuestOSCrashedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmGuestOSCrashedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmGuestRebootEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmGuestRebootEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmGuestShutdownEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmGuestShutdownEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmGuestStandbyEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmGuestStandbyEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmHealthMonitoringStateChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmHealthMonitoringStateChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmInstanceUuidAssignedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmInstanceUuidAssignedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmInstanceUuidChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmInstanceUuidChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmInstanceUuidConflictEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmInstanceUuidConflictEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMacAssignedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMacAssignedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMacChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMacChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMacConflictEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMacConflictEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMaxFTRestartCountReached" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMaxFTRestartCountReached(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMaxRestartCountReached" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMaxRestartCountReached(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMessageErrorEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMessageErrorEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMessageEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMessageEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMessageWarningEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMessageWarningEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMigratedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMigratedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmNoCompatibleHostForSecondaryEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmNoCompatibleHostForSecondaryEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmNoNetworkAccessEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmNoNetworkAccessEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmOrphanedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmOrphanedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPowerOffOnIsolationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPowerOffOnIsolationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPoweredOffEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPoweredOffEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPoweredOnEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPoweredOnEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPoweringOnWithCustomizedDVPortEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPrimaryFailoverEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPrimaryFailoverEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmReconfiguredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmReconfiguredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRegisteredEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRegisteredEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRelayoutSuccessfulEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRelayoutSuccessfulEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRelayoutUpToDateEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRelayoutUpToDateEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmReloadFromPathEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmReloadFromPathEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmReloadFromPathFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmReloadFromPathFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRelocateFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRelocateFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRelocateSpecEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRelocateSpecEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRelocatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRelocatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRemoteConsoleConnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRemoteConsoleConnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRemoteConsoleDisconnectedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRemoteConsoleDisconnectedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRemovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRemovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRenamedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRenamedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRequirementsExceedCurrentEVCModeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmResettingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmResettingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmResourcePoolMovedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmResourcePoolMovedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmResourceReallocatedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmResourceReallocatedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmRestartedOnAlternateHostEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmRestartedOnAlternateHostEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmResumingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmResumingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSecondaryAddedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSecondaryAddedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSecondaryDisabledBySystemEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSecondaryDisabledBySystemEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSecondaryDisabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSecondaryDisabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSecondaryEnabledEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSecondaryEnabledEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSecondaryStartedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSecondaryStartedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmShutdownOnIsolationEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmShutdownOnIsolationEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmStartRecordingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmStartRecordingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmStartReplayingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmStartReplayingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmStartingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmStartingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmStartingSecondaryEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmStartingSecondaryEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmStaticMacConflictEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmStaticMacConflictEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmStoppingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmStoppingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSuspendedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSuspendedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSuspendingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSuspendingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmTimedoutStartingSecondaryEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmTimedoutStartingSecondaryEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUnsupportedStartingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUnsupportedStartingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUpgradeCompleteEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUpgradeCompleteEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUpgradeFailedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUpgradeFailedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUpgradingEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUpgradingEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUuidAssignedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUuidAssignedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUuidChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUuidChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmUuidConflictEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmUuidConflictEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmVnicPoolReservationViolationClearEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmVnicPoolReservationViolationClearEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmVnicPoolReservationViolationRaiseEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmWwnAssignedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmWwnAssignedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmWwnChangedEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmWwnChangedEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmWwnConflictEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmWwnConflictEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WarningUpgradeEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WarningUpgradeEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::AccountCreatedEvent(v)) => {
+                return Ok(Self::AccountCreatedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AccountRemovedEvent(v)) => {
+                return Ok(Self::AccountRemovedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AccountUpdatedEvent(v)) => {
+                return Ok(Self::AccountUpdatedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AdminPasswordNotChangedEvent(v)) => {
+                return Ok(Self::AdminPasswordNotChangedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmAcknowledgedEvent(v)) => {
+                return Ok(Self::AlarmAcknowledgedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmActionTriggeredEvent(v)) => {
+                return Ok(Self::AlarmActionTriggeredEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmClearedEvent(v)) => {
+                return Ok(Self::AlarmClearedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmCreatedEvent(v)) => {
+                return Ok(Self::AlarmCreatedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmEmailCompletedEvent(v)) => {
+                return Ok(Self::AlarmEmailCompletedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmEmailFailedEvent(v)) => {
+                return Ok(Self::AlarmEmailFailedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmEvent(v)) => return Ok(Self::AlarmEvent(v)),
+            Ok(chunks::a_1::Object::AlarmReconfiguredEvent(v)) => {
+                return Ok(Self::AlarmReconfiguredEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmRemovedEvent(v)) => {
+                return Ok(Self::AlarmRemovedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmScriptCompleteEvent(v)) => {
+                return Ok(Self::AlarmScriptCompleteEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmScriptFailedEvent(v)) => {
+                return Ok(Self::AlarmScriptFailedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmSnmpCompletedEvent(v)) => {
+                return Ok(Self::AlarmSnmpCompletedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmSnmpFailedEvent(v)) => {
+                return Ok(Self::AlarmSnmpFailedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlarmStatusChangedEvent(v)) => {
+                return Ok(Self::AlarmStatusChangedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AllVirtualMachinesLicensedEvent(v)) => {
+                return Ok(Self::AllVirtualMachinesLicensedEvent(v));
+            }
+            Ok(chunks::a_1::Object::AlreadyAuthenticatedSessionEvent(v)) => {
+                return Ok(Self::AlreadyAuthenticatedSessionEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
+            Ok(chunks::a_9::Object::AuthorizationEvent(v)) => {
+                return Ok(Self::AuthorizationEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            Ok(chunks::b_to_c::Object::BadUsernameSessionEvent(v)) => {
+                return Ok(Self::BadUsernameSessionEvent(v));
+            }
+            Ok(chunks::b_to_c::Object::CanceledHostOperationEvent(v)) => {
+                return Ok(Self::CanceledHostOperationEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_1::Object>(object) {
+            Ok(chunks::c_1::Object::ClusterComplianceCheckedEvent(v)) => {
+                return Ok(Self::ClusterComplianceCheckedEvent(v));
+            }
+            Ok(chunks::c_1::Object::ClusterCreatedEvent(v)) => {
+                return Ok(Self::ClusterCreatedEvent(v));
+            }
+            Ok(chunks::c_1::Object::ClusterDestroyedEvent(v)) => {
+                return Ok(Self::ClusterDestroyedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterEvent(v)) => return Ok(Self::ClusterEvent(v)),
+            Ok(chunks::c_2::Object::ClusterOvercommittedEvent(v)) => {
+                return Ok(Self::ClusterOvercommittedEvent(v));
+            }
+            Ok(chunks::c_2::Object::ClusterReconfiguredEvent(v)) => {
+                return Ok(Self::ClusterReconfiguredEvent(v));
+            }
+            Ok(chunks::c_2::Object::ClusterStatusChangedEvent(v)) => {
+                return Ok(Self::ClusterStatusChangedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomFieldDefAddedEvent(v)) => {
+                return Ok(Self::CustomFieldDefAddedEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomFieldDefEvent(v)) => {
+                return Ok(Self::CustomFieldDefEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomFieldDefRemovedEvent(v)) => {
+                return Ok(Self::CustomFieldDefRemovedEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomFieldDefRenamedEvent(v)) => {
+                return Ok(Self::CustomFieldDefRenamedEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomFieldEvent(v)) => {
+                return Ok(Self::CustomFieldEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomFieldValueChangedEvent(v)) => {
+                return Ok(Self::CustomFieldValueChangedEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationEvent(v)) => {
+                return Ok(Self::CustomizationEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationFailed(v)) => {
+                return Ok(Self::CustomizationFailed(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationLinuxIdentityFailed(v)) => {
+                return Ok(Self::CustomizationLinuxIdentityFailed(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationNetworkSetupFailed(v)) => {
+                return Ok(Self::CustomizationNetworkSetupFailed(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationStartedEvent(v)) => {
+                return Ok(Self::CustomizationStartedEvent(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationSucceeded(v)) => {
+                return Ok(Self::CustomizationSucceeded(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationSysprepFailed(v)) => {
+                return Ok(Self::CustomizationSysprepFailed(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationUnknownFailure(v)) => {
+                return Ok(Self::CustomizationUnknownFailure(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortgroupCreatedEvent(v)) => {
+                return Ok(Self::DVPortgroupCreatedEvent(v));
+            }
+            Ok(chunks::d_1::Object::DVPortgroupDestroyedEvent(v)) => {
+                return Ok(Self::DVPortgroupDestroyedEvent(v));
+            }
+            Ok(chunks::d_1::Object::DVPortgroupEvent(v)) => {
+                return Ok(Self::DVPortgroupEvent(v));
+            }
+            Ok(chunks::d_1::Object::DVPortgroupReconfiguredEvent(v)) => {
+                return Ok(Self::DVPortgroupReconfiguredEvent(v));
+            }
+            Ok(chunks::d_1::Object::DVPortgroupRenamedEvent(v)) => {
+                return Ok(Self::DVPortgroupRenamedEvent(v));
+            }
+            Ok(chunks::d_1::Object::DasAdmissionControlDisabledEvent(v)) => {
+                return Ok(Self::DasAdmissionControlDisabledEvent(v));
+            }
+            Ok(chunks::d_1::Object::DasAdmissionControlEnabledEvent(v)) => {
+                return Ok(Self::DasAdmissionControlEnabledEvent(v));
+            }
+            Ok(chunks::d_1::Object::DasAgentFoundEvent(v)) => {
+                return Ok(Self::DasAgentFoundEvent(v));
+            }
+            Ok(chunks::d_1::Object::DasAgentUnavailableEvent(v)) => {
+                return Ok(Self::DasAgentUnavailableEvent(v));
+            }
+            Ok(chunks::d_1::Object::DasClusterIsolatedEvent(v)) => {
+                return Ok(Self::DasClusterIsolatedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            Ok(chunks::d_2::Object::DasDisabledEvent(v)) => {
+                return Ok(Self::DasDisabledEvent(v));
+            }
+            Ok(chunks::d_2::Object::DasEnabledEvent(v)) => {
+                return Ok(Self::DasEnabledEvent(v));
+            }
+            Ok(chunks::d_2::Object::DasHostFailedEvent(v)) => {
+                return Ok(Self::DasHostFailedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DasHostIsolatedEvent(v)) => {
+                return Ok(Self::DasHostIsolatedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatacenterCreatedEvent(v)) => {
+                return Ok(Self::DatacenterCreatedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatacenterEvent(v)) => {
+                return Ok(Self::DatacenterEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatacenterRenamedEvent(v)) => {
+                return Ok(Self::DatacenterRenamedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreCapacityIncreasedEvent(v)) => {
+                return Ok(Self::DatastoreCapacityIncreasedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreDestroyedEvent(v)) => {
+                return Ok(Self::DatastoreDestroyedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreDiscoveredEvent(v)) => {
+                return Ok(Self::DatastoreDiscoveredEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreDuplicatedEvent(v)) => {
+                return Ok(Self::DatastoreDuplicatedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreEvent(v)) => {
+                return Ok(Self::DatastoreEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreFileCopiedEvent(v)) => {
+                return Ok(Self::DatastoreFileCopiedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreFileDeletedEvent(v)) => {
+                return Ok(Self::DatastoreFileDeletedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreFileEvent(v)) => {
+                return Ok(Self::DatastoreFileEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreFileMovedEvent(v)) => {
+                return Ok(Self::DatastoreFileMovedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreIORMReconfiguredEvent(v)) => {
+                return Ok(Self::DatastoreIORMReconfiguredEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastorePrincipalConfigured(v)) => {
+                return Ok(Self::DatastorePrincipalConfigured(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreRemovedOnHostEvent(v)) => {
+                return Ok(Self::DatastoreRemovedOnHostEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreRenamedEvent(v)) => {
+                return Ok(Self::DatastoreRenamedEvent(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreRenamedOnHostEvent(v)) => {
+                return Ok(Self::DatastoreRenamedOnHostEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            Ok(chunks::d_4::Object::DrsDisabledEvent(v)) => {
+                return Ok(Self::DrsDisabledEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsEnabledEvent(v)) => {
+                return Ok(Self::DrsEnabledEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsEnteredStandbyModeEvent(v)) => {
+                return Ok(Self::DrsEnteredStandbyModeEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsEnteringStandbyModeEvent(v)) => {
+                return Ok(Self::DrsEnteringStandbyModeEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsExitStandbyModeFailedEvent(v)) => {
+                return Ok(Self::DrsExitStandbyModeFailedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsExitedStandbyModeEvent(v)) => {
+                return Ok(Self::DrsExitedStandbyModeEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsExitingStandbyModeEvent(v)) => {
+                return Ok(Self::DrsExitingStandbyModeEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsInvocationFailedEvent(v)) => {
+                return Ok(Self::DrsInvocationFailedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsRecoveredFromFailureEvent(v)) => {
+                return Ok(Self::DrsRecoveredFromFailureEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsResourceConfigureFailedEvent(v)) => {
+                return Ok(Self::DrsResourceConfigureFailedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsResourceConfigureSyncedEvent(v)) => {
+                return Ok(Self::DrsResourceConfigureSyncedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsRuleComplianceEvent(v)) => {
+                return Ok(Self::DrsRuleComplianceEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsRuleViolationEvent(v)) => {
+                return Ok(Self::DrsRuleViolationEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsSoftRuleViolationEvent(v)) => {
+                return Ok(Self::DrsSoftRuleViolationEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsVmMigratedEvent(v)) => {
+                return Ok(Self::DrsVmMigratedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DrsVmPoweredOnEvent(v)) => {
+                return Ok(Self::DrsVmPoweredOnEvent(v));
+            }
+            Ok(chunks::d_4::Object::DuplicateIpDetectedEvent(v)) => {
+                return Ok(Self::DuplicateIpDetectedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DvpgImportEvent(v)) => {
+                return Ok(Self::DvpgImportEvent(v));
+            }
+            Ok(chunks::d_4::Object::DvpgRestoreEvent(v)) => {
+                return Ok(Self::DvpgRestoreEvent(v));
+            }
+            Ok(chunks::d_4::Object::DvsCreatedEvent(v)) => {
+                return Ok(Self::DvsCreatedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DvsDestroyedEvent(v)) => {
+                return Ok(Self::DvsDestroyedEvent(v));
+            }
+            Ok(chunks::d_4::Object::DvsEvent(v)) => return Ok(Self::DvsEvent(v)),
+            Ok(chunks::d_4::Object::DvsHealthStatusChangeEvent(v)) => {
+                return Ok(Self::DvsHealthStatusChangeEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsHostBackInSyncEvent(v)) => {
+                return Ok(Self::DvsHostBackInSyncEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsHostJoinedEvent(v)) => {
+                return Ok(Self::DvsHostJoinedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsHostLeftEvent(v)) => {
+                return Ok(Self::DvsHostLeftEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsHostStatusUpdated(v)) => {
+                return Ok(Self::DvsHostStatusUpdated(v));
+            }
+            Ok(chunks::d_5::Object::DvsHostWentOutOfSyncEvent(v)) => {
+                return Ok(Self::DvsHostWentOutOfSyncEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsImportEvent(v)) => {
+                return Ok(Self::DvsImportEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsMergedEvent(v)) => {
+                return Ok(Self::DvsMergedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortBlockedEvent(v)) => {
+                return Ok(Self::DvsPortBlockedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortConnectedEvent(v)) => {
+                return Ok(Self::DvsPortConnectedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortCreatedEvent(v)) => {
+                return Ok(Self::DvsPortCreatedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortDeletedEvent(v)) => {
+                return Ok(Self::DvsPortDeletedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortDisconnectedEvent(v)) => {
+                return Ok(Self::DvsPortDisconnectedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortEnteredPassthruEvent(v)) => {
+                return Ok(Self::DvsPortEnteredPassthruEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortExitedPassthruEvent(v)) => {
+                return Ok(Self::DvsPortExitedPassthruEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortJoinPortgroupEvent(v)) => {
+                return Ok(Self::DvsPortJoinPortgroupEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortLeavePortgroupEvent(v)) => {
+                return Ok(Self::DvsPortLeavePortgroupEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortLinkDownEvent(v)) => {
+                return Ok(Self::DvsPortLinkDownEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortLinkUpEvent(v)) => {
+                return Ok(Self::DvsPortLinkUpEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortReconfiguredEvent(v)) => {
+                return Ok(Self::DvsPortReconfiguredEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortRuntimeChangeEvent(v)) => {
+                return Ok(Self::DvsPortRuntimeChangeEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortUnblockedEvent(v)) => {
+                return Ok(Self::DvsPortUnblockedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsPortVendorSpecificStateChangeEvent(v)) => {
+                return Ok(Self::DvsPortVendorSpecificStateChangeEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsReconfiguredEvent(v)) => {
+                return Ok(Self::DvsReconfiguredEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsRenamedEvent(v)) => {
+                return Ok(Self::DvsRenamedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsRestoreEvent(v)) => {
+                return Ok(Self::DvsRestoreEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsUpgradeAvailableEvent(v)) => {
+                return Ok(Self::DvsUpgradeAvailableEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsUpgradeInProgressEvent(v)) => {
+                return Ok(Self::DvsUpgradeInProgressEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsUpgradeRejectedEvent(v)) => {
+                return Ok(Self::DvsUpgradeRejectedEvent(v));
+            }
+            Ok(chunks::d_5::Object::DvsUpgradedEvent(v)) => {
+                return Ok(Self::DvsUpgradedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::Event(v)) => return Ok(Self::Event(v)),
+            Ok(chunks::e::Object::EnteredMaintenanceModeEvent(v)) => {
+                return Ok(Self::EnteredMaintenanceModeEvent(v));
+            }
+            Ok(chunks::e::Object::EnteredStandbyModeEvent(v)) => {
+                return Ok(Self::EnteredStandbyModeEvent(v));
+            }
+            Ok(chunks::e::Object::EnteringMaintenanceModeEvent(v)) => {
+                return Ok(Self::EnteringMaintenanceModeEvent(v));
+            }
+            Ok(chunks::e::Object::EnteringStandbyModeEvent(v)) => {
+                return Ok(Self::EnteringStandbyModeEvent(v));
+            }
+            Ok(chunks::e::Object::ErrorUpgradeEvent(v)) => {
+                return Ok(Self::ErrorUpgradeEvent(v));
+            }
+            Ok(chunks::e::Object::EventEx(v)) => return Ok(Self::EventEx(v)),
+            Ok(chunks::e::Object::ExitMaintenanceModeEvent(v)) => {
+                return Ok(Self::ExitMaintenanceModeEvent(v));
+            }
+            Ok(chunks::e::Object::ExitStandbyModeFailedEvent(v)) => {
+                return Ok(Self::ExitStandbyModeFailedEvent(v));
+            }
+            Ok(chunks::e::Object::ExitedStandbyModeEvent(v)) => {
+                return Ok(Self::ExitedStandbyModeEvent(v));
+            }
+            Ok(chunks::e::Object::ExitingStandbyModeEvent(v)) => {
+                return Ok(Self::ExitingStandbyModeEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::ExtendedEvent(v)) => {
+                return Ok(Self::ExtendedEvent(v));
+            }
+            Ok(chunks::e_to_f::Object::FailoverLevelRestored(v)) => {
+                return Ok(Self::FailoverLevelRestored(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GeneralEvent(v)) => {
+                return Ok(Self::GeneralEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralHostErrorEvent(v)) => {
+                return Ok(Self::GeneralHostErrorEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralHostInfoEvent(v)) => {
+                return Ok(Self::GeneralHostInfoEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralHostWarningEvent(v)) => {
+                return Ok(Self::GeneralHostWarningEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralUserEvent(v)) => {
+                return Ok(Self::GeneralUserEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralVmErrorEvent(v)) => {
+                return Ok(Self::GeneralVmErrorEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralVmInfoEvent(v)) => {
+                return Ok(Self::GeneralVmInfoEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GeneralVmWarningEvent(v)) => {
+                return Ok(Self::GeneralVmWarningEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchDetectedEvent(v)) => {
+                return Ok(Self::GhostDvsProxySwitchDetectedEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GhostDvsProxySwitchRemovedEvent(v)) => {
+                return Ok(Self::GhostDvsProxySwitchRemovedEvent(v));
+            }
+            Ok(chunks::f_to_g::Object::GlobalMessageChangedEvent(v)) => {
+                return Ok(Self::GlobalMessageChangedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HealthStatusChangedEvent(v)) => {
+                return Ok(Self::HealthStatusChangedEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostAddFailedEvent(v)) => {
+                return Ok(Self::HostAddFailedEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostAddedEvent(v)) => {
+                return Ok(Self::HostAddedEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostAdminDisableEvent(v)) => {
+                return Ok(Self::HostAdminDisableEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostAdminEnableEvent(v)) => {
+                return Ok(Self::HostAdminEnableEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostCnxFailedAccountFailedEvent(v)) => {
+                return Ok(Self::HostCnxFailedAccountFailedEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostCnxFailedAlreadyManagedEvent(v)) => {
+                return Ok(Self::HostCnxFailedAlreadyManagedEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostCnxFailedBadCcagentEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadCcagentEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostCnxFailedBadUsernameEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadUsernameEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostCnxFailedBadVersionEvent(v)) => {
+                return Ok(Self::HostCnxFailedBadVersionEvent(v));
+            }
+            Ok(chunks::h_1::Object::HostCnxFailedCcagentUpgradeEvent(v)) => {
+                return Ok(Self::HostCnxFailedCcagentUpgradeEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            Ok(chunks::h_10::Object::HostVnicConnectedToCustomizedDVPortEvent(v)) => {
+                return Ok(Self::HostVnicConnectedToCustomizedDVPortEvent(v));
+            }
+            Ok(chunks::h_10::Object::HostWwnChangedEvent(v)) => {
+                return Ok(Self::HostWwnChangedEvent(v));
+            }
+            Ok(chunks::h_10::Object::HostWwnConflictEvent(v)) => {
+                return Ok(Self::HostWwnConflictEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
+            Ok(chunks::h_2::Object::HostCnxFailedEvent(v)) => {
+                return Ok(Self::HostCnxFailedEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCnxFailedNetworkErrorEvent(v)) => {
+                return Ok(Self::HostCnxFailedNetworkErrorEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCnxFailedNoAccessEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoAccessEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCnxFailedNoConnectionEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoConnectionEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCnxFailedNoLicenseEvent(v)) => {
+                return Ok(Self::HostCnxFailedNoLicenseEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCnxFailedNotFoundEvent(v)) => {
+                return Ok(Self::HostCnxFailedNotFoundEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCnxFailedTimeoutEvent(v)) => {
+                return Ok(Self::HostCnxFailedTimeoutEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostComplianceCheckedEvent(v)) => {
+                return Ok(Self::HostComplianceCheckedEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostCompliantEvent(v)) => {
+                return Ok(Self::HostCompliantEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostConfigAppliedEvent(v)) => {
+                return Ok(Self::HostConfigAppliedEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostConnectedEvent(v)) => {
+                return Ok(Self::HostConnectedEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostConnectionLostEvent(v)) => {
+                return Ok(Self::HostConnectionLostEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostDasDisabledEvent(v)) => {
+                return Ok(Self::HostDasDisabledEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostDasDisablingEvent(v)) => {
+                return Ok(Self::HostDasDisablingEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostDasEnabledEvent(v)) => {
+                return Ok(Self::HostDasEnabledEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostDasEnablingEvent(v)) => {
+                return Ok(Self::HostDasEnablingEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostDasErrorEvent(v)) => {
+                return Ok(Self::HostDasErrorEvent(v));
+            }
+            Ok(chunks::h_2::Object::HostDasEvent(v)) => return Ok(Self::HostDasEvent(v)),
+            Ok(chunks::h_2::Object::HostDasOkEvent(v)) => {
+                return Ok(Self::HostDasOkEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            Ok(chunks::h_3::Object::HostDisconnectedEvent(v)) => {
+                return Ok(Self::HostDisconnectedEvent(v));
+            }
+            Ok(chunks::h_3::Object::HostEnableAdminFailedEvent(v)) => {
+                return Ok(Self::HostEnableAdminFailedEvent(v));
+            }
+            Ok(chunks::h_3::Object::HostEvent(v)) => return Ok(Self::HostEvent(v)),
+            Ok(chunks::h_3::Object::HostExtraNetworksEvent(v)) => {
+                return Ok(Self::HostExtraNetworksEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostGetShortNameFailedEvent(v)) => {
+                return Ok(Self::HostGetShortNameFailedEvent(v));
+            }
+            Ok(chunks::h_4::Object::HostInAuditModeEvent(v)) => {
+                return Ok(Self::HostInAuditModeEvent(v));
+            }
+            Ok(chunks::h_4::Object::HostInventoryFullEvent(v)) => {
+                return Ok(Self::HostInventoryFullEvent(v));
+            }
+            Ok(chunks::h_4::Object::HostInventoryUnreadableEvent(v)) => {
+                return Ok(Self::HostInventoryUnreadableEvent(v));
+            }
+            Ok(chunks::h_4::Object::HostIpChangedEvent(v)) => {
+                return Ok(Self::HostIpChangedEvent(v));
+            }
+            Ok(chunks::h_4::Object::HostIpInconsistentEvent(v)) => {
+                return Ok(Self::HostIpInconsistentEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            Ok(chunks::h_5::Object::HostIpToShortNameFailedEvent(v)) => {
+                return Ok(Self::HostIpToShortNameFailedEvent(v));
+            }
+            Ok(chunks::h_5::Object::HostIsolationIpPingFailedEvent(v)) => {
+                return Ok(Self::HostIsolationIpPingFailedEvent(v));
+            }
+            Ok(chunks::h_5::Object::HostLicenseExpiredEvent(v)) => {
+                return Ok(Self::HostLicenseExpiredEvent(v));
+            }
+            Ok(chunks::h_5::Object::HostLocalPortCreatedEvent(v)) => {
+                return Ok(Self::HostLocalPortCreatedEvent(v));
+            }
+            Ok(chunks::h_5::Object::HostMissingNetworksEvent(v)) => {
+                return Ok(Self::HostMissingNetworksEvent(v));
+            }
+            Ok(chunks::h_5::Object::HostMonitoringStateChangedEvent(v)) => {
+                return Ok(Self::HostMonitoringStateChangedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostNoAvailableNetworksEvent(v)) => {
+                return Ok(Self::HostNoAvailableNetworksEvent(v));
+            }
+            Ok(chunks::h_6::Object::HostNoHAEnabledPortGroupsEvent(v)) => {
+                return Ok(Self::HostNoHAEnabledPortGroupsEvent(v));
+            }
+            Ok(chunks::h_6::Object::HostNoRedundantManagementNetworkEvent(v)) => {
+                return Ok(Self::HostNoRedundantManagementNetworkEvent(v));
+            }
+            Ok(chunks::h_6::Object::HostNonCompliantEvent(v)) => {
+                return Ok(Self::HostNonCompliantEvent(v));
+            }
+            Ok(chunks::h_6::Object::HostNotInClusterEvent(v)) => {
+                return Ok(Self::HostNotInClusterEvent(v));
+            }
+            Ok(chunks::h_6::Object::HostOvercommittedEvent(v)) => {
+                return Ok(Self::HostOvercommittedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPrimaryAgentNotShortNameEvent(v)) => {
+                return Ok(Self::HostPrimaryAgentNotShortNameEvent(v));
+            }
+            Ok(chunks::h_7::Object::HostProfileAppliedEvent(v)) => {
+                return Ok(Self::HostProfileAppliedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostReconnectionFailedEvent(v)) => {
+                return Ok(Self::HostReconnectionFailedEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostRemovedEvent(v)) => {
+                return Ok(Self::HostRemovedEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostShortNameInconsistentEvent(v)) => {
+                return Ok(Self::HostShortNameInconsistentEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostShortNameToIpFailedEvent(v)) => {
+                return Ok(Self::HostShortNameToIpFailedEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostShutdownEvent(v)) => {
+                return Ok(Self::HostShutdownEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostSpecificationChangedEvent(v)) => {
+                return Ok(Self::HostSpecificationChangedEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostSpecificationRequireEvent(v)) => {
+                return Ok(Self::HostSpecificationRequireEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostSpecificationUpdateEvent(v)) => {
+                return Ok(Self::HostSpecificationUpdateEvent(v));
+            }
+            Ok(chunks::h_8::Object::HostStatusChangedEvent(v)) => {
+                return Ok(Self::HostStatusChangedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostSubSpecificationDeleteEvent(v)) => {
+                return Ok(Self::HostSubSpecificationDeleteEvent(v));
+            }
+            Ok(chunks::h_9::Object::HostSubSpecificationUpdateEvent(v)) => {
+                return Ok(Self::HostSubSpecificationUpdateEvent(v));
+            }
+            Ok(chunks::h_9::Object::HostSyncFailedEvent(v)) => {
+                return Ok(Self::HostSyncFailedEvent(v));
+            }
+            Ok(chunks::h_9::Object::HostUpgradeFailedEvent(v)) => {
+                return Ok(Self::HostUpgradeFailedEvent(v));
+            }
+            Ok(chunks::h_9::Object::HostUserWorldSwapNotEnabledEvent(v)) => {
+                return Ok(Self::HostUserWorldSwapNotEnabledEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
+            Ok(chunks::i_1::Object::IScsiBootFailureEvent(v)) => {
+                return Ok(Self::IScsiBootFailureEvent(v));
+            }
+            Ok(chunks::i_1::Object::IncorrectHostInformationEvent(v)) => {
+                return Ok(Self::IncorrectHostInformationEvent(v));
+            }
+            Ok(chunks::i_1::Object::InfoUpgradeEvent(v)) => {
+                return Ok(Self::InfoUpgradeEvent(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientFailoverResourcesEvent(v)) => {
+                return Ok(Self::InsufficientFailoverResourcesEvent(v));
+            }
+            Ok(chunks::i_1::Object::InvalidEditionEvent(v)) => {
+                return Ok(Self::InvalidEditionEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::LicenseEvent(v)) => {
+                return Ok(Self::LicenseEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseExpiredEvent(v)) => {
+                return Ok(Self::LicenseExpiredEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseNonComplianceEvent(v)) => {
+                return Ok(Self::LicenseNonComplianceEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseRestrictedEvent(v)) => {
+                return Ok(Self::LicenseRestrictedEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseServerAvailableEvent(v)) => {
+                return Ok(Self::LicenseServerAvailableEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseServerUnavailableEvent(v)) => {
+                return Ok(Self::LicenseServerUnavailableEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LocalDatastoreCreatedEvent(v)) => {
+                return Ok(Self::LocalDatastoreCreatedEvent(v));
+            }
+            Ok(chunks::j_to_l::Object::LocalTSMEnabledEvent(v)) => {
+                return Ok(Self::LocalTSMEnabledEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::LockerMisconfiguredEvent(v)) => {
+                return Ok(Self::LockerMisconfiguredEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::LockerReconfiguredEvent(v)) => {
+                return Ok(Self::LockerReconfiguredEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationErrorEvent(v)) => {
+                return Ok(Self::MigrationErrorEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationEvent(v)) => {
+                return Ok(Self::MigrationEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationHostErrorEvent(v)) => {
+                return Ok(Self::MigrationHostErrorEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationHostWarningEvent(v)) => {
+                return Ok(Self::MigrationHostWarningEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationResourceErrorEvent(v)) => {
+                return Ok(Self::MigrationResourceErrorEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationResourceWarningEvent(v)) => {
+                return Ok(Self::MigrationResourceWarningEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationWarningEvent(v)) => {
+                return Ok(Self::MigrationWarningEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MtuMatchEvent(v)) => {
+                return Ok(Self::MtuMatchEvent(v));
+            }
+            Ok(chunks::l_to_m::Object::MtuMismatchEvent(v)) => {
+                return Ok(Self::MtuMismatchEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NASDatastoreCreatedEvent(v)) => {
+                return Ok(Self::NASDatastoreCreatedEvent(v));
+            }
+            Ok(chunks::n_1::Object::NetworkRollbackEvent(v)) => {
+                return Ok(Self::NetworkRollbackEvent(v));
+            }
+            Ok(chunks::n_1::Object::NoAccessUserEvent(v)) => {
+                return Ok(Self::NoAccessUserEvent(v));
+            }
+            Ok(chunks::n_1::Object::NoDatastoresConfiguredEvent(v)) => {
+                return Ok(Self::NoDatastoresConfiguredEvent(v));
+            }
+            Ok(chunks::n_1::Object::NoLicenseEvent(v)) => {
+                return Ok(Self::NoLicenseEvent(v));
+            }
+            Ok(chunks::n_1::Object::NoMaintenanceModeDrsRecommendationForVM(v)) => {
+                return Ok(Self::NoMaintenanceModeDrsRecommendationForVM(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            Ok(chunks::n_2::Object::NonVIWorkloadDetectedOnDatastoreEvent(v)) => {
+                return Ok(Self::NonVIWorkloadDetectedOnDatastoreEvent(v));
+            }
+            Ok(chunks::n_2::Object::NotEnoughResourcesToStartVmEvent(v)) => {
+                return Ok(Self::NotEnoughResourcesToStartVmEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OutOfSyncDvsHost(v)) => {
+                return Ok(Self::OutOfSyncDvsHost(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PermissionAddedEvent(v)) => {
+                return Ok(Self::PermissionAddedEvent(v));
+            }
+            Ok(chunks::p_1::Object::PermissionEvent(v)) => {
+                return Ok(Self::PermissionEvent(v));
+            }
+            Ok(chunks::p_1::Object::PermissionRemovedEvent(v)) => {
+                return Ok(Self::PermissionRemovedEvent(v));
+            }
+            Ok(chunks::p_1::Object::PermissionUpdatedEvent(v)) => {
+                return Ok(Self::PermissionUpdatedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::ProfileAssociatedEvent(v)) => {
+                return Ok(Self::ProfileAssociatedEvent(v));
+            }
+            Ok(chunks::p_2::Object::ProfileChangedEvent(v)) => {
+                return Ok(Self::ProfileChangedEvent(v));
+            }
+            Ok(chunks::p_2::Object::ProfileCreatedEvent(v)) => {
+                return Ok(Self::ProfileCreatedEvent(v));
+            }
+            Ok(chunks::p_2::Object::ProfileDissociatedEvent(v)) => {
+                return Ok(Self::ProfileDissociatedEvent(v));
+            }
+            Ok(chunks::p_2::Object::ProfileEvent(v)) => return Ok(Self::ProfileEvent(v)),
+            Ok(chunks::p_2::Object::ProfileReferenceHostChangedEvent(v)) => {
+                return Ok(Self::ProfileReferenceHostChangedEvent(v));
+            }
+            Ok(chunks::p_2::Object::ProfileRemovedEvent(v)) => {
+                return Ok(Self::ProfileRemovedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
+            Ok(chunks::r_1::Object::RecoveryEvent(v)) => {
+                return Ok(Self::RecoveryEvent(v));
+            }
+            Ok(chunks::r_1::Object::RemoteTSMEnabledEvent(v)) => {
+                return Ok(Self::RemoteTSMEnabledEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
+            Ok(chunks::r_2::Object::ResourcePoolCreatedEvent(v)) => {
+                return Ok(Self::ResourcePoolCreatedEvent(v));
+            }
+            Ok(chunks::r_2::Object::ResourcePoolDestroyedEvent(v)) => {
+                return Ok(Self::ResourcePoolDestroyedEvent(v));
+            }
+            Ok(chunks::r_2::Object::ResourcePoolEvent(v)) => {
+                return Ok(Self::ResourcePoolEvent(v));
+            }
+            Ok(chunks::r_2::Object::ResourcePoolMovedEvent(v)) => {
+                return Ok(Self::ResourcePoolMovedEvent(v));
+            }
+            Ok(chunks::r_2::Object::ResourcePoolReconfiguredEvent(v)) => {
+                return Ok(Self::ResourcePoolReconfiguredEvent(v));
+            }
+            Ok(chunks::r_2::Object::ResourceViolatedEvent(v)) => {
+                return Ok(Self::ResourceViolatedEvent(v));
+            }
+            Ok(chunks::r_2::Object::RoleAddedEvent(v)) => {
+                return Ok(Self::RoleAddedEvent(v));
+            }
+            Ok(chunks::r_2::Object::RoleEvent(v)) => return Ok(Self::RoleEvent(v)),
+            Ok(chunks::r_2::Object::RoleRemovedEvent(v)) => {
+                return Ok(Self::RoleRemovedEvent(v));
+            }
+            Ok(chunks::r_2::Object::RoleUpdatedEvent(v)) => {
+                return Ok(Self::RoleUpdatedEvent(v));
+            }
+            Ok(chunks::r_2::Object::RollbackEvent(v)) => {
+                return Ok(Self::RollbackEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ScheduledTaskCompletedEvent(v)) => {
+                return Ok(Self::ScheduledTaskCompletedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskCreatedEvent(v)) => {
+                return Ok(Self::ScheduledTaskCreatedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskEmailCompletedEvent(v)) => {
+                return Ok(Self::ScheduledTaskEmailCompletedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskEmailFailedEvent(v)) => {
+                return Ok(Self::ScheduledTaskEmailFailedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskEvent(v)) => {
+                return Ok(Self::ScheduledTaskEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskFailedEvent(v)) => {
+                return Ok(Self::ScheduledTaskFailedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskReconfiguredEvent(v)) => {
+                return Ok(Self::ScheduledTaskReconfiguredEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskRemovedEvent(v)) => {
+                return Ok(Self::ScheduledTaskRemovedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ScheduledTaskStartedEvent(v)) => {
+                return Ok(Self::ScheduledTaskStartedEvent(v));
+            }
+            Ok(chunks::s_1::Object::ServerLicenseExpiredEvent(v)) => {
+                return Ok(Self::ServerLicenseExpiredEvent(v));
+            }
+            Ok(chunks::s_1::Object::ServerStartedSessionEvent(v)) => {
+                return Ok(Self::ServerStartedSessionEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SessionEvent(v)) => return Ok(Self::SessionEvent(v)),
+            Ok(chunks::s_2::Object::SessionTerminatedEvent(v)) => {
+                return Ok(Self::SessionTerminatedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TaskEvent(v)) => return Ok(Self::TaskEvent(v)),
+            Ok(chunks::t::Object::TaskTimeoutEvent(v)) => {
+                return Ok(Self::TaskTimeoutEvent(v));
+            }
+            Ok(chunks::t::Object::TeamingMatchEvent(v)) => {
+                return Ok(Self::TeamingMatchEvent(v));
+            }
+            Ok(chunks::t::Object::TeamingMisMatchEvent(v)) => {
+                return Ok(Self::TeamingMisMatchEvent(v));
+            }
+            Ok(chunks::t::Object::TemplateBeingUpgradedEvent(v)) => {
+                return Ok(Self::TemplateBeingUpgradedEvent(v));
+            }
+            Ok(chunks::t::Object::TemplateUpgradeEvent(v)) => {
+                return Ok(Self::TemplateUpgradeEvent(v));
+            }
+            Ok(chunks::t::Object::TemplateUpgradeFailedEvent(v)) => {
+                return Ok(Self::TemplateUpgradeFailedEvent(v));
+            }
+            Ok(chunks::t::Object::TemplateUpgradedEvent(v)) => {
+                return Ok(Self::TemplateUpgradedEvent(v));
+            }
+            Ok(chunks::t::Object::TimedOutHostOperationEvent(v)) => {
+                return Ok(Self::TimedOutHostOperationEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UnlicensedVirtualMachinesEvent(v)) => {
+                return Ok(Self::UnlicensedVirtualMachinesEvent(v));
+            }
+            Ok(chunks::u::Object::UnlicensedVirtualMachinesFoundEvent(v)) => {
+                return Ok(Self::UnlicensedVirtualMachinesFoundEvent(v));
+            }
+            Ok(chunks::u::Object::UpdatedAgentBeingRestartedEvent(v)) => {
+                return Ok(Self::UpdatedAgentBeingRestartedEvent(v));
+            }
+            Ok(chunks::u::Object::UpgradeEvent(v)) => return Ok(Self::UpgradeEvent(v)),
+            Ok(chunks::u::Object::UplinkPortMtuNotSupportEvent(v)) => {
+                return Ok(Self::UplinkPortMtuNotSupportEvent(v));
+            }
+            Ok(chunks::u::Object::UplinkPortMtuSupportEvent(v)) => {
+                return Ok(Self::UplinkPortMtuSupportEvent(v));
+            }
+            Ok(chunks::u::Object::UplinkPortVlanTrunkedEvent(v)) => {
+                return Ok(Self::UplinkPortVlanTrunkedEvent(v));
+            }
+            Ok(chunks::u::Object::UplinkPortVlanUntrunkedEvent(v)) => {
+                return Ok(Self::UplinkPortVlanUntrunkedEvent(v));
+            }
+            Ok(chunks::u::Object::UserAssignedToGroup(v)) => {
+                return Ok(Self::UserAssignedToGroup(v));
+            }
+            Ok(chunks::u::Object::UserLoginSessionEvent(v)) => {
+                return Ok(Self::UserLoginSessionEvent(v));
+            }
+            Ok(chunks::u::Object::UserLogoutSessionEvent(v)) => {
+                return Ok(Self::UserLogoutSessionEvent(v));
+            }
+            Ok(chunks::u::Object::UserPasswordChanged(v)) => {
+                return Ok(Self::UserPasswordChanged(v));
+            }
+            Ok(chunks::u::Object::UserUnassignedFromGroup(v)) => {
+                return Ok(Self::UserUnassignedFromGroup(v));
+            }
+            Ok(chunks::u::Object::UserUpgradeEvent(v)) => {
+                return Ok(Self::UserUpgradeEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMFSDatastoreCreatedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreCreatedEvent(v));
+            }
+            Ok(chunks::v_1::Object::VMFSDatastoreExpandedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreExpandedEvent(v));
+            }
+            Ok(chunks::v_1::Object::VMFSDatastoreExtendedEvent(v)) => {
+                return Ok(Self::VMFSDatastoreExtendedEvent(v));
+            }
+            Ok(chunks::v_1::Object::VMotionLicenseExpiredEvent(v)) => {
+                return Ok(Self::VMotionLicenseExpiredEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            Ok(chunks::v_10::Object::VmEmigratingEvent(v)) => {
+                return Ok(Self::VmEmigratingEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmEndRecordingEvent(v)) => {
+                return Ok(Self::VmEndRecordingEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmEndReplayingEvent(v)) => {
+                return Ok(Self::VmEndReplayingEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmEvent(v)) => return Ok(Self::VmEvent(v)),
+            Ok(chunks::v_10::Object::VmFailedMigrateEvent(v)) => {
+                return Ok(Self::VmFailedMigrateEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedRelayoutEvent(v)) => {
+                return Ok(Self::VmFailedRelayoutEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedRelayoutOnVmfs2DatastoreEvent(v)) => {
+                return Ok(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmFailedStartingSecondaryEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToPowerOffEvent(v)) => {
+                return Ok(Self::VmFailedToPowerOffEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToPowerOnEvent(v)) => {
+                return Ok(Self::VmFailedToPowerOnEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToRebootGuestEvent(v)) => {
+                return Ok(Self::VmFailedToRebootGuestEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToResetEvent(v)) => {
+                return Ok(Self::VmFailedToResetEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToShutdownGuestEvent(v)) => {
+                return Ok(Self::VmFailedToShutdownGuestEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToStandbyGuestEvent(v)) => {
+                return Ok(Self::VmFailedToStandbyGuestEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedToSuspendEvent(v)) => {
+                return Ok(Self::VmFailedToSuspendEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFailedUpdatingSecondaryConfig(v)) => {
+                return Ok(Self::VmFailedUpdatingSecondaryConfig(v));
+            }
+            Ok(chunks::v_10::Object::VmFailoverFailed(v)) => {
+                return Ok(Self::VmFailoverFailed(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceStateChangedEvent(v)) => {
+                return Ok(Self::VmFaultToleranceStateChangedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceTurnedOffEvent(v)) => {
+                return Ok(Self::VmFaultToleranceTurnedOffEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceVmTerminatedEvent(v)) => {
+                return Ok(Self::VmFaultToleranceVmTerminatedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmGuestOSCrashedEvent(v)) => {
+                return Ok(Self::VmGuestOSCrashedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmGuestRebootEvent(v)) => {
+                return Ok(Self::VmGuestRebootEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmGuestShutdownEvent(v)) => {
+                return Ok(Self::VmGuestShutdownEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmGuestStandbyEvent(v)) => {
+                return Ok(Self::VmGuestStandbyEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmHealthMonitoringStateChangedEvent(v)) => {
+                return Ok(Self::VmHealthMonitoringStateChangedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmInstanceUuidAssignedEvent(v)) => {
+                return Ok(Self::VmInstanceUuidAssignedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmInstanceUuidChangedEvent(v)) => {
+                return Ok(Self::VmInstanceUuidChangedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmInstanceUuidConflictEvent(v)) => {
+                return Ok(Self::VmInstanceUuidConflictEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMacAssignedEvent(v)) => {
+                return Ok(Self::VmMacAssignedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMacChangedEvent(v)) => {
+                return Ok(Self::VmMacChangedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMacConflictEvent(v)) => {
+                return Ok(Self::VmMacConflictEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMaxFTRestartCountReached(v)) => {
+                return Ok(Self::VmMaxFTRestartCountReached(v));
+            }
+            Ok(chunks::v_10::Object::VmMaxRestartCountReached(v)) => {
+                return Ok(Self::VmMaxRestartCountReached(v));
+            }
+            Ok(chunks::v_10::Object::VmMessageErrorEvent(v)) => {
+                return Ok(Self::VmMessageErrorEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMessageEvent(v)) => {
+                return Ok(Self::VmMessageEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMessageWarningEvent(v)) => {
+                return Ok(Self::VmMessageWarningEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmMigratedEvent(v)) => {
+                return Ok(Self::VmMigratedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmNoCompatibleHostForSecondaryEvent(v)) => {
+                return Ok(Self::VmNoCompatibleHostForSecondaryEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmNoNetworkAccessEvent(v)) => {
+                return Ok(Self::VmNoNetworkAccessEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmOrphanedEvent(v)) => {
+                return Ok(Self::VmOrphanedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmPowerOffOnIsolationEvent(v)) => {
+                return Ok(Self::VmPowerOffOnIsolationEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmPoweredOffEvent(v)) => {
+                return Ok(Self::VmPoweredOffEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmPoweredOnEvent(v)) => {
+                return Ok(Self::VmPoweredOnEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmPoweringOnWithCustomizedDVPortEvent(v)) => {
+                return Ok(Self::VmPoweringOnWithCustomizedDVPortEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmPrimaryFailoverEvent(v)) => {
+                return Ok(Self::VmPrimaryFailoverEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmReconfiguredEvent(v)) => {
+                return Ok(Self::VmReconfiguredEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmRegisteredEvent(v)) => {
+                return Ok(Self::VmRegisteredEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmRelayoutSuccessfulEvent(v)) => {
+                return Ok(Self::VmRelayoutSuccessfulEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmRelayoutUpToDateEvent(v)) => {
+                return Ok(Self::VmRelayoutUpToDateEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmReloadFromPathEvent(v)) => {
+                return Ok(Self::VmReloadFromPathEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmReloadFromPathFailedEvent(v)) => {
+                return Ok(Self::VmReloadFromPathFailedEvent(v));
+            }
+            Ok(chunks::v_10::Object::VmRelocateFailedEvent(v)) => {
+                return Ok(Self::VmRelocateFailedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmRelocateSpecEvent(v)) => {
+                return Ok(Self::VmRelocateSpecEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRelocatedEvent(v)) => {
+                return Ok(Self::VmRelocatedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRemoteConsoleConnectedEvent(v)) => {
+                return Ok(Self::VmRemoteConsoleConnectedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRemoteConsoleDisconnectedEvent(v)) => {
+                return Ok(Self::VmRemoteConsoleDisconnectedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRemovedEvent(v)) => {
+                return Ok(Self::VmRemovedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRenamedEvent(v)) => {
+                return Ok(Self::VmRenamedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRequirementsExceedCurrentEVCModeEvent(v)) => {
+                return Ok(Self::VmRequirementsExceedCurrentEVCModeEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmResettingEvent(v)) => {
+                return Ok(Self::VmResettingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmResourcePoolMovedEvent(v)) => {
+                return Ok(Self::VmResourcePoolMovedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmResourceReallocatedEvent(v)) => {
+                return Ok(Self::VmResourceReallocatedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmRestartedOnAlternateHostEvent(v)) => {
+                return Ok(Self::VmRestartedOnAlternateHostEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmResumingEvent(v)) => {
+                return Ok(Self::VmResumingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSecondaryAddedEvent(v)) => {
+                return Ok(Self::VmSecondaryAddedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSecondaryDisabledBySystemEvent(v)) => {
+                return Ok(Self::VmSecondaryDisabledBySystemEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSecondaryDisabledEvent(v)) => {
+                return Ok(Self::VmSecondaryDisabledEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSecondaryEnabledEvent(v)) => {
+                return Ok(Self::VmSecondaryEnabledEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSecondaryStartedEvent(v)) => {
+                return Ok(Self::VmSecondaryStartedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmShutdownOnIsolationEvent(v)) => {
+                return Ok(Self::VmShutdownOnIsolationEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmStartRecordingEvent(v)) => {
+                return Ok(Self::VmStartRecordingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmStartReplayingEvent(v)) => {
+                return Ok(Self::VmStartReplayingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmStartingEvent(v)) => {
+                return Ok(Self::VmStartingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmStartingSecondaryEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmStaticMacConflictEvent(v)) => {
+                return Ok(Self::VmStaticMacConflictEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmStoppingEvent(v)) => {
+                return Ok(Self::VmStoppingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSuspendedEvent(v)) => {
+                return Ok(Self::VmSuspendedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmSuspendingEvent(v)) => {
+                return Ok(Self::VmSuspendingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmTimedoutStartingSecondaryEvent(v)) => {
+                return Ok(Self::VmTimedoutStartingSecondaryEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUnsupportedStartingEvent(v)) => {
+                return Ok(Self::VmUnsupportedStartingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUpgradeCompleteEvent(v)) => {
+                return Ok(Self::VmUpgradeCompleteEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUpgradeFailedEvent(v)) => {
+                return Ok(Self::VmUpgradeFailedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUpgradingEvent(v)) => {
+                return Ok(Self::VmUpgradingEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUuidAssignedEvent(v)) => {
+                return Ok(Self::VmUuidAssignedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUuidChangedEvent(v)) => {
+                return Ok(Self::VmUuidChangedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmUuidConflictEvent(v)) => {
+                return Ok(Self::VmUuidConflictEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationClearEvent(v)) => {
+                return Ok(Self::VmVnicPoolReservationViolationClearEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmVnicPoolReservationViolationRaiseEvent(v)) => {
+                return Ok(Self::VmVnicPoolReservationViolationRaiseEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmWwnAssignedEvent(v)) => {
+                return Ok(Self::VmWwnAssignedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmWwnChangedEvent(v)) => {
+                return Ok(Self::VmWwnChangedEvent(v));
+            }
+            Ok(chunks::v_11::Object::VmWwnConflictEvent(v)) => {
+                return Ok(Self::VmWwnConflictEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VcAgentUninstallFailedEvent(v)) => {
+                return Ok(Self::VcAgentUninstallFailedEvent(v));
+            }
+            Ok(chunks::v_2::Object::VcAgentUninstalledEvent(v)) => {
+                return Ok(Self::VcAgentUninstalledEvent(v));
+            }
+            Ok(chunks::v_2::Object::VcAgentUpgradeFailedEvent(v)) => {
+                return Ok(Self::VcAgentUpgradeFailedEvent(v));
+            }
+            Ok(chunks::v_2::Object::VcAgentUpgradedEvent(v)) => {
+                return Ok(Self::VcAgentUpgradedEvent(v));
+            }
+            Ok(chunks::v_2::Object::VimAccountPasswordChangedEvent(v)) => {
+                return Ok(Self::VimAccountPasswordChangedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmAcquiredMksTicketEvent(v)) => {
+                return Ok(Self::VmAcquiredMksTicketEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmAcquiredTicketEvent(v)) => {
+                return Ok(Self::VmAcquiredTicketEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmAutoRenameEvent(v)) => {
+                return Ok(Self::VmAutoRenameEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingClonedEvent(v)) => {
+                return Ok(Self::VmBeingClonedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingClonedNoFolderEvent(v)) => {
+                return Ok(Self::VmBeingClonedNoFolderEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingCreatedEvent(v)) => {
+                return Ok(Self::VmBeingCreatedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingDeployedEvent(v)) => {
+                return Ok(Self::VmBeingDeployedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingHotMigratedEvent(v)) => {
+                return Ok(Self::VmBeingHotMigratedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingMigratedEvent(v)) => {
+                return Ok(Self::VmBeingMigratedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmBeingRelocatedEvent(v)) => {
+                return Ok(Self::VmBeingRelocatedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmCloneEvent(v)) => return Ok(Self::VmCloneEvent(v)),
+            Ok(chunks::v_9::Object::VmCloneFailedEvent(v)) => {
+                return Ok(Self::VmCloneFailedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmClonedEvent(v)) => {
+                return Ok(Self::VmClonedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmConfigMissingEvent(v)) => {
+                return Ok(Self::VmConfigMissingEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmConnectedEvent(v)) => {
+                return Ok(Self::VmConnectedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmCreatedEvent(v)) => {
+                return Ok(Self::VmCreatedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDasBeingResetEvent(v)) => {
+                return Ok(Self::VmDasBeingResetEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDasBeingResetWithScreenshotEvent(v)) => {
+                return Ok(Self::VmDasBeingResetWithScreenshotEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDasResetFailedEvent(v)) => {
+                return Ok(Self::VmDasResetFailedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDasUpdateErrorEvent(v)) => {
+                return Ok(Self::VmDasUpdateErrorEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDasUpdateOkEvent(v)) => {
+                return Ok(Self::VmDasUpdateOkEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDateRolledBackEvent(v)) => {
+                return Ok(Self::VmDateRolledBackEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDeployFailedEvent(v)) => {
+                return Ok(Self::VmDeployFailedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDeployedEvent(v)) => {
+                return Ok(Self::VmDeployedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDisconnectedEvent(v)) => {
+                return Ok(Self::VmDisconnectedEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDiscoveredEvent(v)) => {
+                return Ok(Self::VmDiscoveredEvent(v));
+            }
+            Ok(chunks::v_9::Object::VmDiskFailedEvent(v)) => {
+                return Ok(Self::VmDiskFailedEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
+            Ok(chunks::w_to_v::Object::WarningUpgradeEvent(v)) => {
+                return Ok(Self::WarningUpgradeEvent(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }

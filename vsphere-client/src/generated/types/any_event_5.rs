@@ -10,2659 +10,2659 @@ impl x::Decode for AnyEvent {
         Ok(
             match r.xsi_type() {
                 Some("AccountCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AccountCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AccountRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AccountRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AccountUpdatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AccountUpdatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AdminPasswordNotChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AdminPasswordNotChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmAcknowledgedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmAcknowledgedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmActionTriggeredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmActionTriggeredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmClearedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmClearedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmEmailCompletedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmEmailCompletedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmEmailFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmEmailFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmScriptCompleteEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmScriptCompleteEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmScriptFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmScriptFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmSnmpCompletedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmSnmpCompletedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmSnmpFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmSnmpFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlarmStatusChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlarmStatusChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AllVirtualMachinesLicensedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AllVirtualMachinesLicensedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlreadyAuthenticatedSessionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlreadyAuthenticatedSessionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AuthorizationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AuthorizationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BadUsernameSessionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BadUsernameSessionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CanceledHostOperationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CanceledHostOperationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterComplianceCheckedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterComplianceCheckedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterDestroyedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterDestroyedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterOvercommittedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterOvercommittedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterStatusChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterStatusChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomFieldDefAddedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldDefAddedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomFieldDefEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldDefEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomFieldDefRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldDefRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomFieldDefRenamedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldDefRenamedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomFieldEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomFieldValueChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomFieldValueChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationLinuxIdentityFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationLinuxIdentityFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationNetworkSetupFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationNetworkSetupFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationStartedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationStartedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationSucceeded") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationSucceeded(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationSysprepFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationSysprepFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationUnknownFailure") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationUnknownFailure(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVPortgroupCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVPortgroupDestroyedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupDestroyedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVPortgroupEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVPortgroupReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVPortgroupRenamedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupRenamedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasAdmissionControlDisabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasAdmissionControlDisabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasAdmissionControlEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasAdmissionControlEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasAgentFoundEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasAgentFoundEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasAgentUnavailableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasAgentUnavailableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasClusterIsolatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasClusterIsolatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasDisabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasDisabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasHostFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasHostFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasHostIsolatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasHostIsolatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatacenterCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatacenterCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatacenterEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatacenterEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatacenterRenamedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatacenterRenamedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreCapacityIncreasedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreCapacityIncreasedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreDestroyedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreDestroyedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreDiscoveredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreDiscoveredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreDuplicatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreDuplicatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreFileCopiedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreFileCopiedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreFileDeletedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreFileDeletedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreFileEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreFileEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreFileMovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreFileMovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreIORMReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreIORMReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastorePrincipalConfigured") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastorePrincipalConfigured(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreRemovedOnHostEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreRemovedOnHostEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreRenamedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreRenamedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreRenamedOnHostEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreRenamedOnHostEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsDisabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsDisabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsEnteredStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsEnteredStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsEnteringStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsEnteringStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsExitStandbyModeFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsExitStandbyModeFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsExitedStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsExitedStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsExitingStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsExitingStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsInvocationFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsInvocationFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsRecoveredFromFailureEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsRecoveredFromFailureEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsResourceConfigureFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsResourceConfigureFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsResourceConfigureSyncedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsResourceConfigureSyncedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsRuleComplianceEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsRuleComplianceEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsRuleViolationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsRuleViolationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsSoftRuleViolationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsSoftRuleViolationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsVmMigratedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsVmMigratedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsVmPoweredOnEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsVmPoweredOnEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DuplicateIpDetectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DuplicateIpDetectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvpgImportEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvpgImportEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvpgRestoreEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvpgRestoreEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsDestroyedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsDestroyedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHealthStatusChangeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHealthStatusChangeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostBackInSyncEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostBackInSyncEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostJoinedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostJoinedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostLeftEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostLeftEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostStatusUpdated") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostStatusUpdated(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsHostWentOutOfSyncEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsHostWentOutOfSyncEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsImportEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsImportEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsMergedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsMergedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortBlockedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortBlockedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortConnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortConnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortDeletedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortDeletedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortDisconnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortDisconnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortEnteredPassthruEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortEnteredPassthruEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortExitedPassthruEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortExitedPassthruEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortJoinPortgroupEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortJoinPortgroupEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortLeavePortgroupEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortLeavePortgroupEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortLinkDownEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortLinkDownEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortLinkUpEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortLinkUpEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortRuntimeChangeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortRuntimeChangeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortUnblockedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortUnblockedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPortVendorSpecificStateChangeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPortVendorSpecificStateChangeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsRenamedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsRenamedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsRestoreEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsRestoreEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsUpgradeAvailableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsUpgradeAvailableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsUpgradeInProgressEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsUpgradeInProgressEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsUpgradeRejectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsUpgradeRejectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsUpgradedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsUpgradedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EnteredMaintenanceModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EnteredMaintenanceModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EnteredStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EnteredStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EnteringMaintenanceModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EnteringMaintenanceModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EnteringStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EnteringStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ErrorUpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ErrorUpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EventEx") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventEx(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExitMaintenanceModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExitMaintenanceModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExitStandbyModeFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExitStandbyModeFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExitedStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExitedStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExitingStandbyModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExitingStandbyModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FailoverLevelRestored") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FailoverLevelRestored(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralHostErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralHostErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralHostInfoEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralHostInfoEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralHostWarningEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralHostWarningEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralUserEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralUserEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralVmErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralVmErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralVmInfoEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralVmInfoEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GeneralVmWarningEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GeneralVmWarningEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GhostDvsProxySwitchDetectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GhostDvsProxySwitchDetectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GhostDvsProxySwitchRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GhostDvsProxySwitchRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GlobalMessageChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GlobalMessageChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HealthStatusChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HealthStatusChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostAddFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAddFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostAddedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAddedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostAdminDisableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAdminDisableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostAdminEnableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAdminEnableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedAccountFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedAccountFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedAlreadyManagedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedAlreadyManagedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedBadCcagentEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedBadCcagentEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedBadUsernameEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedBadUsernameEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedBadVersionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedBadVersionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedCcagentUpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedCcagentUpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedNetworkErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedNetworkErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedNoAccessEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedNoAccessEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedNoConnectionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedNoConnectionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedNoLicenseEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedNoLicenseEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedNotFoundEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedNotFoundEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCnxFailedTimeoutEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCnxFailedTimeoutEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostComplianceCheckedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostComplianceCheckedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCompliantEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCompliantEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostConfigAppliedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConfigAppliedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostConnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostConnectionLostEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConnectionLostEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasDisabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasDisabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasDisablingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasDisablingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasEnablingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasEnablingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDasOkEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDasOkEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDisconnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDisconnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostEnableAdminFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostEnableAdminFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostExtraNetworksEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostExtraNetworksEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostGetShortNameFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostGetShortNameFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInAuditModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInAuditModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInventoryFullEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInventoryFullEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInventoryUnreadableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInventoryUnreadableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostIpChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostIpInconsistentEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpInconsistentEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostIpToShortNameFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpToShortNameFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostIsolationIpPingFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIsolationIpPingFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostLicenseExpiredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostLicenseExpiredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostLocalPortCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostLocalPortCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostMissingNetworksEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMissingNetworksEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostMonitoringStateChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMonitoringStateChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNoAvailableNetworksEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNoAvailableNetworksEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNoHAEnabledPortGroupsEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNoHAEnabledPortGroupsEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNoRedundantManagementNetworkEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNoRedundantManagementNetworkEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNonCompliantEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNonCompliantEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNotInClusterEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNotInClusterEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostOvercommittedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostOvercommittedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPrimaryAgentNotShortNameEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPrimaryAgentNotShortNameEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileAppliedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileAppliedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostReconnectionFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostReconnectionFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostShortNameInconsistentEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostShortNameInconsistentEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostShortNameToIpFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostShortNameToIpFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostShutdownEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostShutdownEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSpecificationChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSpecificationChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSpecificationRequireEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSpecificationRequireEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSpecificationUpdateEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSpecificationUpdateEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostStatusChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostStatusChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSubSpecificationDeleteEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSubSpecificationDeleteEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSubSpecificationUpdateEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSubSpecificationUpdateEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSyncFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSyncFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostUpgradeFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostUpgradeFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostUserWorldSwapNotEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostUserWorldSwapNotEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVnicConnectedToCustomizedDVPortEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVnicConnectedToCustomizedDVPortEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostWwnChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostWwnChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostWwnConflictEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostWwnConflictEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IScsiBootFailureEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IScsiBootFailureEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncorrectHostInformationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncorrectHostInformationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InfoUpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InfoUpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientFailoverResourcesEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientFailoverResourcesEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidEditionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidEditionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseExpiredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseExpiredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseNonComplianceEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseNonComplianceEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseRestrictedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseRestrictedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseServerAvailableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseServerAvailableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseServerUnavailableEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseServerUnavailableEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LocalDatastoreCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LocalDatastoreCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LocalTSMEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LocalTSMEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LockerMisconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LockerMisconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LockerReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LockerReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationHostErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationHostErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationHostWarningEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationHostWarningEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationResourceErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationResourceErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationResourceWarningEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationResourceWarningEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationWarningEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationWarningEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MtuMatchEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MtuMatchEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MtuMismatchEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MtuMismatchEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NASDatastoreCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NASDatastoreCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkRollbackEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkRollbackEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoAccessUserEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoAccessUserEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoDatastoresConfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoDatastoresConfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoLicenseEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoLicenseEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoMaintenanceModeDrsRecommendationForVM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoMaintenanceModeDrsRecommendationForVM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NonVIWorkloadDetectedOnDatastoreEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotEnoughResourcesToStartVmEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotEnoughResourcesToStartVmEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OutOfSyncDvsHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OutOfSyncDvsHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PermissionAddedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PermissionAddedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PermissionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PermissionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PermissionRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PermissionRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PermissionUpdatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PermissionUpdatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileAssociatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileAssociatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileDissociatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileDissociatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileReferenceHostChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileReferenceHostChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RecoveryEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RecoveryEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RemoteTSMEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RemoteTSMEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourcePoolCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourcePoolDestroyedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolDestroyedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourcePoolEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourcePoolMovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolMovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourcePoolReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourceViolatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourceViolatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RoleAddedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RoleAddedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RoleEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RoleEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RoleRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RoleRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RoleUpdatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RoleUpdatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RollbackEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RollbackEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskCompletedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskCompletedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskEmailCompletedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskEmailCompletedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskEmailFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskEmailFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ScheduledTaskStartedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskStartedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServerLicenseExpiredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServerLicenseExpiredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServerStartedSessionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServerStartedSessionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SessionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SessionTerminatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionTerminatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskTimeoutEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskTimeoutEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TeamingMatchEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TeamingMatchEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TeamingMisMatchEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TeamingMisMatchEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateBeingUpgradedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateBeingUpgradedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateUpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateUpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateUpgradeFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateUpgradeFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateUpgradedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateUpgradedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TimedOutHostOperationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TimedOutHostOperationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnlicensedVirtualMachinesEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnlicensedVirtualMachinesEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnlicensedVirtualMachinesFoundEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnlicensedVirtualMachinesFoundEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UpdatedAgentBeingRestartedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UpdatedAgentBeingRestartedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UplinkPortMtuNotSupportEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UplinkPortMtuNotSupportEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UplinkPortMtuSupportEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UplinkPortMtuSupportEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UplinkPortVlanTrunkedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UplinkPortVlanTrunkedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UplinkPortVlanUntrunkedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UplinkPortVlanUntrunkedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserAssignedToGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserAssignedToGroup(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserLoginSessionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserLoginSessionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserLogoutSessionEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserLogoutSessionEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserPasswordChanged") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserPasswordChanged(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserUnassignedFromGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserUnassignedFromGroup(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserUpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserUpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMFSDatastoreCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMFSDatastoreCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMFSDatastoreExpandedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMFSDatastoreExpandedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMFSDatastoreExtendedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMFSDatastoreExtendedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionLicenseExpiredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionLicenseExpiredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VcAgentUninstallFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VcAgentUninstallFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VcAgentUninstalledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VcAgentUninstalledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VcAgentUpgradeFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VcAgentUpgradeFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VcAgentUpgradedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VcAgentUpgradedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VimAccountPasswordChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VimAccountPasswordChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmAcquiredMksTicketEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmAcquiredMksTicketEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmAcquiredTicketEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmAcquiredTicketEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmAutoRenameEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmAutoRenameEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingClonedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingClonedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingClonedNoFolderEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingClonedNoFolderEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingDeployedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingDeployedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingHotMigratedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingHotMigratedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingMigratedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingMigratedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmBeingRelocatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmBeingRelocatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmCloneEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmCloneEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmCloneFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmCloneFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmClonedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmClonedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigMissingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigMissingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmCreatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmCreatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDasBeingResetEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDasBeingResetEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDasBeingResetWithScreenshotEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDasBeingResetWithScreenshotEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDasResetFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDasResetFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDasUpdateErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDasUpdateErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDasUpdateOkEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDasUpdateOkEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDateRolledBackEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDateRolledBackEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDeployFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDeployFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDeployedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDeployedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDisconnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDisconnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDiscoveredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDiscoveredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDiskFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDiskFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmEmigratingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmEmigratingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmEndRecordingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmEndRecordingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmEndReplayingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmEndReplayingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedMigrateEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedMigrateEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedRelayoutEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedRelayoutEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedStartingSecondaryEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedStartingSecondaryEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToPowerOffEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToPowerOffEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToPowerOnEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToPowerOnEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToRebootGuestEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToRebootGuestEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToResetEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToResetEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToShutdownGuestEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToShutdownGuestEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToStandbyGuestEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToStandbyGuestEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedToSuspendEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedToSuspendEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailedUpdatingSecondaryConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailedUpdatingSecondaryConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFailoverFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFailoverFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceStateChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceStateChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceTurnedOffEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceTurnedOffEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceVmTerminatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceVmTerminatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmGuestOSCrashedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmGuestOSCrashedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmGuestRebootEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmGuestRebootEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmGuestShutdownEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmGuestShutdownEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmGuestStandbyEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmGuestStandbyEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmHealthMonitoringStateChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmHealthMonitoringStateChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmInstanceUuidAssignedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmInstanceUuidAssignedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmInstanceUuidChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmInstanceUuidChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmInstanceUuidConflictEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmInstanceUuidConflictEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMacAssignedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMacAssignedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMacChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMacChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMacConflictEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMacConflictEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMaxFTRestartCountReached") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMaxFTRestartCountReached(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMaxRestartCountReached") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMaxRestartCountReached(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMessageErrorEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMessageErrorEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMessageEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMessageEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMessageWarningEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMessageWarningEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMigratedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMigratedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmNoCompatibleHostForSecondaryEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmNoCompatibleHostForSecondaryEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmNoNetworkAccessEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmNoNetworkAccessEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmOrphanedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmOrphanedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPowerOffOnIsolationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPowerOffOnIsolationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPoweredOffEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPoweredOffEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPoweredOnEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPoweredOnEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPoweringOnWithCustomizedDVPortEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPoweringOnWithCustomizedDVPortEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPrimaryFailoverEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPrimaryFailoverEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmReconfiguredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmReconfiguredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRegisteredEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRegisteredEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRelayoutSuccessfulEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRelayoutSuccessfulEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRelayoutUpToDateEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRelayoutUpToDateEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmReloadFromPathEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmReloadFromPathEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmReloadFromPathFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmReloadFromPathFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRelocateFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRelocateFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRelocateSpecEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRelocateSpecEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRelocatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRelocatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRemoteConsoleConnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRemoteConsoleConnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRemoteConsoleDisconnectedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRemoteConsoleDisconnectedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRemovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRemovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRenamedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRenamedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRequirementsExceedCurrentEVCModeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRequirementsExceedCurrentEVCModeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmResettingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmResettingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmResourcePoolMovedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmResourcePoolMovedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmResourceReallocatedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmResourceReallocatedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmRestartedOnAlternateHostEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmRestartedOnAlternateHostEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmResumingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmResumingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSecondaryAddedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSecondaryAddedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSecondaryDisabledBySystemEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSecondaryDisabledBySystemEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSecondaryDisabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSecondaryDisabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSecondaryEnabledEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSecondaryEnabledEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSecondaryStartedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSecondaryStartedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmShutdownOnIsolationEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmShutdownOnIsolationEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmStartRecordingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmStartRecordingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmStartReplayingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmStartReplayingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmStartingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmStartingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmStartingSecondaryEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmStartingSecondaryEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmStaticMacConflictEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmStaticMacConflictEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmStoppingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmStoppingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSuspendedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSuspendedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSuspendingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSuspendingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmTimedoutStartingSecondaryEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmTimedoutStartingSecondaryEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUnsupportedStartingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUnsupportedStartingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUpgradeCompleteEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUpgradeCompleteEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUpgradeFailedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUpgradeFailedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUpgradingEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUpgradingEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUuidAssignedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUuidAssignedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUuidChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUuidChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmUuidConflictEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmUuidConflictEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmVnicPoolReservationViolationClearEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmVnicPoolReservationViolationClearEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmVnicPoolReservationViolationRaiseEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmVnicPoolReservationViolationRaiseEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmWwnAssignedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmWwnAssignedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmWwnChangedEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmWwnChangedEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmWwnConflictEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmWwnConflictEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WarningUpgradeEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WarningUpgradeEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Event(v),
                         Err(e) => return Err(e),
                     }

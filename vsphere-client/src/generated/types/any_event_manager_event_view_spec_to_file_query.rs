@@ -92,21 +92,18 @@ impl AnyEventManagerEventViewSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "EventManagerEventViewSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EventManagerEventViewSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::EventManagerEventViewSpec(v)) => {
+                return Ok(Self::EventManagerEventViewSpec(v));
             }
-            "EventManagerViewByStartId" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EventManagerViewByStartId(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::e::Object::EventManagerViewByStartId(v)) => {
+                return Ok(Self::EventManagerViewByStartId(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyEventManagerEventViewSpec {
@@ -114,13 +111,13 @@ impl x::Decode for AnyEventManagerEventViewSpec {
         Ok(
             match r.xsi_type() {
                 Some("EventManagerViewByStartId") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventManagerViewByStartId(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EventManagerEventViewSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -272,27 +269,21 @@ impl AnyFaultToleranceConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "FaultToleranceConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FaultToleranceConfigInfo(v)) => {
+                return Ok(Self::FaultToleranceConfigInfo(v));
             }
-            "FaultTolerancePrimaryConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultTolerancePrimaryConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::e_to_f::Object::FaultTolerancePrimaryConfigInfo(v)) => {
+                return Ok(Self::FaultTolerancePrimaryConfigInfo(v));
             }
-            "FaultToleranceSecondaryConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceSecondaryConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::e_to_f::Object::FaultToleranceSecondaryConfigInfo(v)) => {
+                return Ok(Self::FaultToleranceSecondaryConfigInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyFaultToleranceConfigInfo {
@@ -300,19 +291,19 @@ impl x::Decode for AnyFaultToleranceConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("FaultTolerancePrimaryConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultTolerancePrimaryConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceSecondaryConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceSecondaryConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -519,69 +510,64 @@ impl AnyFileInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "FileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FileInfo(v)) => return Ok(Self::FileInfo(v)),
+            Ok(chunks::e_to_f::Object::FloppyImageFileInfo(v)) => {
+                return Ok(Self::FloppyImageFileInfo(v));
             }
-            "FloppyImageFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FloppyImageFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::FolderFileInfo(v)) => {
+                return Ok(Self::FolderFileInfo(v));
             }
-            "FolderFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FolderFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::IsoImageFileInfo(v)) => {
+                return Ok(Self::IsoImageFileInfo(v));
             }
-            "IsoImageFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IsoImageFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TemplateConfigFileInfo(v)) => {
+                return Ok(Self::TemplateConfigFileInfo(v));
             }
-            "TemplateConfigFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TemplateConfigFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            Ok(chunks::v_10::Object::VmLogFileInfo(v)) => {
+                return Ok(Self::VmLogFileInfo(v));
             }
-            "VmConfigFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_10::Object::VmNvramFileInfo(v)) => {
+                return Ok(Self::VmNvramFileInfo(v));
             }
-            "VmDiskFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDiskFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmSnapshotFileInfo(v)) => {
+                return Ok(Self::VmSnapshotFileInfo(v));
             }
-            "VmLogFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmLogFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmConfigFileInfo(v)) => {
+                return Ok(Self::VmConfigFileInfo(v));
             }
-            "VmNvramFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmNvramFileInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VmDiskFileInfo(v)) => {
+                return Ok(Self::VmDiskFileInfo(v));
             }
-            "VmSnapshotFileInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSnapshotFileInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyFileInfo {
@@ -589,61 +575,61 @@ impl x::Decode for AnyFileInfo {
         Ok(
             match r.xsi_type() {
                 Some("FloppyImageFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FloppyImageFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FolderFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FolderFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IsoImageFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IsoImageFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateConfigFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateConfigFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDiskFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDiskFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmLogFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmLogFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmNvramFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmNvramFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSnapshotFileInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSnapshotFileInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -944,69 +930,64 @@ impl AnyFileQuery {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "FileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileQuery(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FileQuery(v)) => return Ok(Self::FileQuery(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::FloppyImageFileQuery(v)) => {
+                return Ok(Self::FloppyImageFileQuery(v));
             }
-            "FloppyImageFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FloppyImageFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::f_to_g::Object::FolderFileQuery(v)) => {
+                return Ok(Self::FolderFileQuery(v));
             }
-            "FolderFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FolderFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::IsoImageFileQuery(v)) => {
+                return Ok(Self::IsoImageFileQuery(v));
             }
-            "IsoImageFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IsoImageFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TemplateConfigFileQuery(v)) => {
+                return Ok(Self::TemplateConfigFileQuery(v));
             }
-            "TemplateConfigFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TemplateConfigFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            Ok(chunks::v_10::Object::VmLogFileQuery(v)) => {
+                return Ok(Self::VmLogFileQuery(v));
             }
-            "VmConfigFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_10::Object::VmNvramFileQuery(v)) => {
+                return Ok(Self::VmNvramFileQuery(v));
             }
-            "VmDiskFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmDiskFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmSnapshotFileQuery(v)) => {
+                return Ok(Self::VmSnapshotFileQuery(v));
             }
-            "VmLogFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmLogFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmConfigFileQuery(v)) => {
+                return Ok(Self::VmConfigFileQuery(v));
             }
-            "VmNvramFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmNvramFileQuery(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VmDiskFileQuery(v)) => {
+                return Ok(Self::VmDiskFileQuery(v));
             }
-            "VmSnapshotFileQuery" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSnapshotFileQuery(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyFileQuery {
@@ -1014,61 +995,61 @@ impl x::Decode for AnyFileQuery {
         Ok(
             match r.xsi_type() {
                 Some("FloppyImageFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FloppyImageFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FolderFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FolderFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IsoImageFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IsoImageFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TemplateConfigFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TemplateConfigFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmDiskFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmDiskFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmLogFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmLogFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmNvramFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmNvramFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSnapshotFileQuery") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSnapshotFileQuery(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileQuery(v),
                         Err(e) => return Err(e),
                     }

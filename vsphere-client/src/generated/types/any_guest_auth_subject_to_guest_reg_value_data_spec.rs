@@ -100,27 +100,21 @@ impl AnyGuestAuthSubject {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestAuthSubject" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthSubject(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GuestAuthSubject(v)) => {
+                return Ok(Self::GuestAuthSubject(v));
             }
-            "GuestAuthAnySubject" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthAnySubject(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::f_to_g::Object::GuestAuthAnySubject(v)) => {
+                return Ok(Self::GuestAuthAnySubject(v));
             }
-            "GuestAuthNamedSubject" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthNamedSubject(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::f_to_g::Object::GuestAuthNamedSubject(v)) => {
+                return Ok(Self::GuestAuthNamedSubject(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestAuthSubject {
@@ -128,19 +122,19 @@ impl x::Decode for AnyGuestAuthSubject {
         Ok(
             match r.xsi_type() {
                 Some("GuestAuthAnySubject") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthAnySubject(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestAuthNamedSubject") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthNamedSubject(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthSubject(v),
                         Err(e) => return Err(e),
                     }
@@ -312,39 +306,39 @@ impl AnyGuestAuthentication {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GuestAuthentication(v)) => {
+                return Ok(Self::GuestAuthentication(v));
             }
-            "NamePasswordAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NamePasswordAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NamePasswordAuthentication(v)) => {
+                return Ok(Self::NamePasswordAuthentication(v));
             }
-            "SAMLTokenAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SAMLTokenAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SAMLTokenAuthentication(v)) => {
+                return Ok(Self::SAMLTokenAuthentication(v));
             }
-            "SSPIAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SSPIAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::SSPIAuthentication(v)) => {
+                return Ok(Self::SSPIAuthentication(v));
             }
-            "TicketedSessionAuthentication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TicketedSessionAuthentication(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TicketedSessionAuthentication(v)) => {
+                return Ok(Self::TicketedSessionAuthentication(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestAuthentication {
@@ -352,31 +346,31 @@ impl x::Decode for AnyGuestAuthentication {
         Ok(
             match r.xsi_type() {
                 Some("NamePasswordAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NamePasswordAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SAMLTokenAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SAMLTokenAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SSPIAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SSPIAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TicketedSessionAuthentication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TicketedSessionAuthentication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthentication(v),
                         Err(e) => return Err(e),
                     }
@@ -551,27 +545,25 @@ impl AnyGuestFileAttributes {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestFileAttributes" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestFileAttributes(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::GuestFileAttributes(v)) => {
+                return Ok(Self::GuestFileAttributes(v));
             }
-            "GuestPosixFileAttributes" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestPosixFileAttributes(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestPosixFileAttributes(v)) => {
+                return Ok(Self::GuestPosixFileAttributes(v));
             }
-            "GuestWindowsFileAttributes" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestWindowsFileAttributes(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestWindowsFileAttributes(v)) => {
+                return Ok(Self::GuestWindowsFileAttributes(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestFileAttributes {
@@ -579,19 +571,19 @@ impl x::Decode for AnyGuestFileAttributes {
         Ok(
             match r.xsi_type() {
                 Some("GuestPosixFileAttributes") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestPosixFileAttributes(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestWindowsFileAttributes") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestWindowsFileAttributes(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestFileAttributes(v),
                         Err(e) => return Err(e),
                     }
@@ -725,21 +717,18 @@ impl AnyGuestProgramSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestProgramSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestProgramSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestProgramSpec(v)) => {
+                return Ok(Self::GuestProgramSpec(v));
             }
-            "GuestWindowsProgramSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestWindowsProgramSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestWindowsProgramSpec(v)) => {
+                return Ok(Self::GuestWindowsProgramSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestProgramSpec {
@@ -747,13 +736,13 @@ impl x::Decode for AnyGuestProgramSpec {
         Ok(
             match r.xsi_type() {
                 Some("GuestWindowsProgramSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestWindowsProgramSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestProgramSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -940,51 +929,33 @@ impl AnyGuestRegValueDataSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "GuestRegValueDataSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueDataSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestRegValueDataSpec(v)) => {
+                return Ok(Self::GuestRegValueDataSpec(v));
             }
-            "GuestRegValueBinarySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueBinarySpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueBinarySpec(v)) => {
+                return Ok(Self::GuestRegValueBinarySpec(v));
             }
-            "GuestRegValueDwordSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueDwordSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueDwordSpec(v)) => {
+                return Ok(Self::GuestRegValueDwordSpec(v));
             }
-            "GuestRegValueExpandStringSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueExpandStringSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueExpandStringSpec(v)) => {
+                return Ok(Self::GuestRegValueExpandStringSpec(v));
             }
-            "GuestRegValueMultiStringSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueMultiStringSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueMultiStringSpec(v)) => {
+                return Ok(Self::GuestRegValueMultiStringSpec(v));
             }
-            "GuestRegValueQwordSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueQwordSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueQwordSpec(v)) => {
+                return Ok(Self::GuestRegValueQwordSpec(v));
             }
-            "GuestRegValueStringSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegValueStringSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::g::Object::GuestRegValueStringSpec(v)) => {
+                return Ok(Self::GuestRegValueStringSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyGuestRegValueDataSpec {
@@ -992,43 +963,43 @@ impl x::Decode for AnyGuestRegValueDataSpec {
         Ok(
             match r.xsi_type() {
                 Some("GuestRegValueBinarySpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueBinarySpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueDwordSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueDwordSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueExpandStringSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueExpandStringSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueMultiStringSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueMultiStringSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueQwordSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueQwordSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegValueStringSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueStringSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegValueDataSpec(v),
                         Err(e) => return Err(e),
                     }

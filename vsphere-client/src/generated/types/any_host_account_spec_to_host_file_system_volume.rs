@@ -88,21 +88,22 @@ impl AnyHostAccountSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostAccountSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAccountSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HostAccountSpec(v)) => {
+                return Ok(Self::HostAccountSpec(v));
             }
-            "HostPosixAccountSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPosixAccountSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPosixAccountSpec(v)) => {
+                return Ok(Self::HostPosixAccountSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostAccountSpec {
@@ -110,13 +111,13 @@ impl x::Decode for AnyHostAccountSpec {
         Ok(
             match r.xsi_type() {
                 Some("HostPosixAccountSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPosixAccountSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAccountSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -273,33 +274,32 @@ impl AnyHostAuthenticationStoreInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostAuthenticationStoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAuthenticationStoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HostAuthenticationStoreInfo(v)) => {
+                return Ok(Self::HostAuthenticationStoreInfo(v));
             }
-            "HostActiveDirectoryInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostActiveDirectoryInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_1::Object::HostActiveDirectoryInfo(v)) => {
+                return Ok(Self::HostActiveDirectoryInfo(v));
             }
-            "HostDirectoryStoreInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDirectoryStoreInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            Ok(chunks::h_3::Object::HostDirectoryStoreInfo(v)) => {
+                return Ok(Self::HostDirectoryStoreInfo(v));
             }
-            "HostLocalAuthenticationInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostLocalAuthenticationInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            Ok(chunks::h_5::Object::HostLocalAuthenticationInfo(v)) => {
+                return Ok(Self::HostLocalAuthenticationInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostAuthenticationStoreInfo {
@@ -307,25 +307,25 @@ impl x::Decode for AnyHostAuthenticationStoreInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostActiveDirectoryInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostActiveDirectoryInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDirectoryStoreInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDirectoryStoreInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostLocalAuthenticationInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostLocalAuthenticationInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAuthenticationStoreInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -484,21 +484,22 @@ impl AnyHostConnectInfoNetworkInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostConnectInfoNetworkInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConnectInfoNetworkInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
+            Ok(chunks::h_2::Object::HostConnectInfoNetworkInfo(v)) => {
+                return Ok(Self::HostConnectInfoNetworkInfo(v));
             }
-            "HostNewNetworkConnectInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNewNetworkConnectInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostNewNetworkConnectInfo(v)) => {
+                return Ok(Self::HostNewNetworkConnectInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostConnectInfoNetworkInfo {
@@ -506,13 +507,13 @@ impl x::Decode for AnyHostConnectInfoNetworkInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostNewNetworkConnectInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNewNetworkConnectInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConnectInfoNetworkInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -670,27 +671,21 @@ impl AnyHostDatastoreConnectInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostDatastoreConnectInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDatastoreConnectInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
+            Ok(chunks::h_2::Object::HostDatastoreConnectInfo(v)) => {
+                return Ok(Self::HostDatastoreConnectInfo(v));
             }
-            "HostDatastoreExistsConnectInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDatastoreExistsConnectInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_2::Object::HostDatastoreExistsConnectInfo(v)) => {
+                return Ok(Self::HostDatastoreExistsConnectInfo(v));
             }
-            "HostDatastoreNameConflictConnectInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDatastoreNameConflictConnectInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_2::Object::HostDatastoreNameConflictConnectInfo(v)) => {
+                return Ok(Self::HostDatastoreNameConflictConnectInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostDatastoreConnectInfo {
@@ -698,19 +693,19 @@ impl x::Decode for AnyHostDatastoreConnectInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostDatastoreExistsConnectInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDatastoreExistsConnectInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostDatastoreNameConflictConnectInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDatastoreNameConflictConnectInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDatastoreConnectInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -845,21 +840,18 @@ impl AnyHostDnsConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostDnsConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDnsConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            Ok(chunks::h_3::Object::HostDnsConfig(v)) => {
+                return Ok(Self::HostDnsConfig(v));
             }
-            "HostDnsConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostDnsConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_3::Object::HostDnsConfigSpec(v)) => {
+                return Ok(Self::HostDnsConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostDnsConfig {
@@ -867,13 +859,13 @@ impl x::Decode for AnyHostDnsConfig {
         Ok(
             match r.xsi_type() {
                 Some("HostDnsConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDnsConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostDnsConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -1044,57 +1036,52 @@ impl AnyHostFileSystemVolume {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostFileSystemVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostFileSystemVolume(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            Ok(chunks::h_10::Object::HostVffsVolume(v)) => {
+                return Ok(Self::HostVffsVolume(v));
             }
-            "HostLocalFileSystemVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostLocalFileSystemVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_10::Object::HostVmfsVolume(v)) => {
+                return Ok(Self::HostVmfsVolume(v));
             }
-            "HostNasVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNasVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_10::Object::HostVvolVolume(v)) => {
+                return Ok(Self::HostVvolVolume(v));
             }
-            "HostPMemVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPMemVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            Ok(chunks::h_3::Object::HostFileSystemVolume(v)) => {
+                return Ok(Self::HostFileSystemVolume(v));
             }
-            "HostVfatVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVfatVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            Ok(chunks::h_5::Object::HostLocalFileSystemVolume(v)) => {
+                return Ok(Self::HostLocalFileSystemVolume(v));
             }
-            "HostVffsVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVffsVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_5::Object::HostNasVolume(v)) => {
+                return Ok(Self::HostNasVolume(v));
             }
-            "HostVmfsVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVmfsVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostPMemVolume(v)) => {
+                return Ok(Self::HostPMemVolume(v));
             }
-            "HostVvolVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVvolVolume(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostVfatVolume(v)) => {
+                return Ok(Self::HostVfatVolume(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostFileSystemVolume {
@@ -1102,49 +1089,49 @@ impl x::Decode for AnyHostFileSystemVolume {
         Ok(
             match r.xsi_type() {
                 Some("HostLocalFileSystemVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostLocalFileSystemVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNasVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNasVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPMemVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPMemVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVfatVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVfatVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVffsVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVffsVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVmfsVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVmfsVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVvolVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVvolVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFileSystemVolume(v),
                         Err(e) => return Err(e),
                     }

@@ -102,27 +102,29 @@ impl AnyHostHardwareElementInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostHardwareElementInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostHardwareElementInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            Ok(chunks::d_4::Object::DpuStatusInfo(v)) => {
+                return Ok(Self::DpuStatusInfo(v));
             }
-            "DpuStatusInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DpuStatusInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostHardwareElementInfo(v)) => {
+                return Ok(Self::HostHardwareElementInfo(v));
             }
-            "HostStorageElementInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostStorageElementInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostStorageElementInfo(v)) => {
+                return Ok(Self::HostStorageElementInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostHardwareElementInfo {
@@ -130,19 +132,19 @@ impl x::Decode for AnyHostHardwareElementInfo {
         Ok(
             match r.xsi_type() {
                 Some("DpuStatusInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DpuStatusInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostStorageElementInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostStorageElementInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHardwareElementInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -277,21 +279,22 @@ impl AnyHostHbaCreateSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostHbaCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostHbaCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostHbaCreateSpec(v)) => {
+                return Ok(Self::HostHbaCreateSpec(v));
             }
-            "HostTcpHbaCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTcpHbaCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostTcpHbaCreateSpec(v)) => {
+                return Ok(Self::HostTcpHbaCreateSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostHbaCreateSpec {
@@ -299,13 +302,13 @@ impl x::Decode for AnyHostHbaCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("HostTcpHbaCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTcpHbaCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHbaCreateSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -510,69 +513,58 @@ impl AnyHostHostBusAdapter {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostHostBusAdapter" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostHostBusAdapter(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HostBlockHba(v)) => return Ok(Self::HostBlockHba(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            Ok(chunks::h_3::Object::HostFibreChannelHba(v)) => {
+                return Ok(Self::HostFibreChannelHba(v));
             }
-            "HostBlockHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostBlockHba(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_3::Object::HostFibreChannelOverEthernetHba(v)) => {
+                return Ok(Self::HostFibreChannelOverEthernetHba(v));
             }
-            "HostFibreChannelHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostFibreChannelHba(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostHostBusAdapter(v)) => {
+                return Ok(Self::HostHostBusAdapter(v));
             }
-            "HostFibreChannelOverEthernetHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostFibreChannelOverEthernetHba(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_4::Object::HostInternetScsiHba(v)) => {
+                return Ok(Self::HostInternetScsiHba(v));
             }
-            "HostInternetScsiHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInternetScsiHba(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostParallelScsiHba(v)) => {
+                return Ok(Self::HostParallelScsiHba(v));
             }
-            "HostParallelScsiHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostParallelScsiHba(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPcieHba(v)) => return Ok(Self::HostPcieHba(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostRdmaHba(v)) => return Ok(Self::HostRdmaHba(v)),
+            Ok(chunks::h_8::Object::HostSerialAttachedHba(v)) => {
+                return Ok(Self::HostSerialAttachedHba(v));
             }
-            "HostPcieHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPcieHba(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostRdmaHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostRdmaHba(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSerialAttachedHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSerialAttachedHba(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostTcpHba" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTcpHba(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostTcpHba(v)) => return Ok(Self::HostTcpHba(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostHostBusAdapter {
@@ -580,61 +572,61 @@ impl x::Decode for AnyHostHostBusAdapter {
         Ok(
             match r.xsi_type() {
                 Some("HostBlockHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostBlockHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelOverEthernetHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelOverEthernetHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInternetScsiHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInternetScsiHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostParallelScsiHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostParallelScsiHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPcieHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPcieHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostRdmaHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSerialAttachedHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSerialAttachedHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTcpHba") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTcpHba(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHostBusAdapter(v),
                         Err(e) => return Err(e),
                     }
@@ -861,21 +853,18 @@ impl AnyHostIpRouteConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostIpRouteConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIpRouteConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostIpRouteConfig(v)) => {
+                return Ok(Self::HostIpRouteConfig(v));
             }
-            "HostIpRouteConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIpRouteConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_4::Object::HostIpRouteConfigSpec(v)) => {
+                return Ok(Self::HostIpRouteConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostIpRouteConfig {
@@ -883,13 +872,13 @@ impl x::Decode for AnyHostIpRouteConfig {
         Ok(
             match r.xsi_type() {
                 Some("HostIpRouteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpRouteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIpRouteConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -1080,39 +1069,31 @@ impl AnyHostMemberHealthCheckResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostMemberHealthCheckResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMemberHealthCheckResult(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            Ok(chunks::h_5::Object::HostMemberHealthCheckResult(v)) => {
+                return Ok(Self::HostMemberHealthCheckResult(v));
             }
-            "HostMemberUplinkHealthCheckResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMemberUplinkHealthCheckResult(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_5::Object::HostMemberUplinkHealthCheckResult(v)) => {
+                return Ok(Self::HostMemberUplinkHealthCheckResult(v));
             }
-            "VMwareDVSMtuHealthCheckResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSMtuHealthCheckResult(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VMwareDVSMtuHealthCheckResult(v)) => {
+                return Ok(Self::VMwareDVSMtuHealthCheckResult(v));
             }
-            "VMwareDVSTeamingHealthCheckResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSTeamingHealthCheckResult(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_1::Object::VMwareDVSTeamingHealthCheckResult(v)) => {
+                return Ok(Self::VMwareDVSTeamingHealthCheckResult(v));
             }
-            "VMwareDVSVlanHealthCheckResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMwareDVSVlanHealthCheckResult(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_1::Object::VMwareDVSVlanHealthCheckResult(v)) => {
+                return Ok(Self::VMwareDVSVlanHealthCheckResult(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostMemberHealthCheckResult {
@@ -1120,31 +1101,31 @@ impl x::Decode for AnyHostMemberHealthCheckResult {
         Ok(
             match r.xsi_type() {
                 Some("HostMemberUplinkHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMemberUplinkHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSMtuHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSMtuHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSTeamingHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSTeamingHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMwareDVSVlanHealthCheckResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMwareDVSVlanHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMemberHealthCheckResult(v),
                         Err(e) => return Err(e),
                     }

@@ -129,27 +129,21 @@ impl AnyHostMultipathInfoLogicalUnitPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostMultipathInfoLogicalUnitPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMultipathInfoLogicalUnitPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_5::Object>(object) {
+            Ok(chunks::h_5::Object::HostMultipathInfoLogicalUnitPolicy(v)) => {
+                return Ok(Self::HostMultipathInfoLogicalUnitPolicy(v));
             }
-            "HostMultipathInfoFixedLogicalUnitPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMultipathInfoFixedLogicalUnitPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_5::Object::HostMultipathInfoFixedLogicalUnitPolicy(v)) => {
+                return Ok(Self::HostMultipathInfoFixedLogicalUnitPolicy(v));
             }
-            "HostMultipathInfoHppLogicalUnitPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostMultipathInfoHppLogicalUnitPolicy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_5::Object::HostMultipathInfoHppLogicalUnitPolicy(v)) => {
+                return Ok(Self::HostMultipathInfoHppLogicalUnitPolicy(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostMultipathInfoLogicalUnitPolicy {
@@ -157,19 +151,19 @@ impl x::Decode for AnyHostMultipathInfoLogicalUnitPolicy {
         Ok(
             match r.xsi_type() {
                 Some("HostMultipathInfoFixedLogicalUnitPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMultipathInfoFixedLogicalUnitPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostMultipathInfoHppLogicalUnitPolicy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMultipathInfoHppLogicalUnitPolicy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostMultipathInfoLogicalUnitPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -379,39 +373,27 @@ impl AnyHostNvmeTransportParameters {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostNvmeTransportParameters" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNvmeTransportParameters(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostNvmeTransportParameters(v)) => {
+                return Ok(Self::HostNvmeTransportParameters(v));
             }
-            "HostNvmeOpaqueTransportParameters" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNvmeOpaqueTransportParameters(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_6::Object::HostNvmeOpaqueTransportParameters(v)) => {
+                return Ok(Self::HostNvmeOpaqueTransportParameters(v));
             }
-            "HostNvmeOverFibreChannelParameters" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNvmeOverFibreChannelParameters(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_6::Object::HostNvmeOverFibreChannelParameters(v)) => {
+                return Ok(Self::HostNvmeOverFibreChannelParameters(v));
             }
-            "HostNvmeOverRdmaParameters" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNvmeOverRdmaParameters(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_6::Object::HostNvmeOverRdmaParameters(v)) => {
+                return Ok(Self::HostNvmeOverRdmaParameters(v));
             }
-            "HostNvmeOverTcpParameters" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNvmeOverTcpParameters(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_6::Object::HostNvmeOverTcpParameters(v)) => {
+                return Ok(Self::HostNvmeOverTcpParameters(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostNvmeTransportParameters {
@@ -419,31 +401,31 @@ impl x::Decode for AnyHostNvmeTransportParameters {
         Ok(
             match r.xsi_type() {
                 Some("HostNvmeOpaqueTransportParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOpaqueTransportParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNvmeOverFibreChannelParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOverFibreChannelParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNvmeOverRdmaParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOverRdmaParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNvmeOverTcpParameters") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeOverTcpParameters(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNvmeTransportParameters(v),
                         Err(e) => return Err(e),
                     }
@@ -615,21 +597,22 @@ impl AnyHostPciPassthruConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostPciPassthruConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPciPassthruConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPciPassthruConfig(v)) => {
+                return Ok(Self::HostPciPassthruConfig(v));
             }
-            "HostSriovConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSriovConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostSriovConfig(v)) => {
+                return Ok(Self::HostSriovConfig(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostPciPassthruConfig {
@@ -637,13 +620,13 @@ impl x::Decode for AnyHostPciPassthruConfig {
         Ok(
             match r.xsi_type() {
                 Some("HostSriovConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPciPassthruConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -766,21 +749,22 @@ impl AnyHostPciPassthruInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostPciPassthruInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPciPassthruInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPciPassthruInfo(v)) => {
+                return Ok(Self::HostPciPassthruInfo(v));
             }
-            "HostSriovInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSriovInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostSriovInfo(v)) => {
+                return Ok(Self::HostSriovInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostPciPassthruInfo {
@@ -788,13 +772,13 @@ impl x::Decode for AnyHostPciPassthruInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostSriovInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPciPassthruInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -938,27 +922,21 @@ impl AnyHostProfileConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostProfileConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostProfileConfigSpec(v)) => {
+                return Ok(Self::HostProfileConfigSpec(v));
             }
-            "HostProfileCompleteConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileCompleteConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_7::Object::HostProfileCompleteConfigSpec(v)) => {
+                return Ok(Self::HostProfileCompleteConfigSpec(v));
             }
-            "HostProfileHostBasedConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileHostBasedConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_7::Object::HostProfileHostBasedConfigSpec(v)) => {
+                return Ok(Self::HostProfileHostBasedConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostProfileConfigSpec {
@@ -966,19 +944,19 @@ impl x::Decode for AnyHostProfileConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("HostProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileHostBasedConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileHostBasedConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1125,21 +1103,22 @@ impl AnyHostProfilesEntityCustomizations {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostProfilesEntityCustomizations" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfilesEntityCustomizations(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostProfilesEntityCustomizations(v)) => {
+                return Ok(Self::HostProfilesEntityCustomizations(v));
             }
-            "StructuredCustomizations" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StructuredCustomizations(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
+            Ok(chunks::s_3::Object::StructuredCustomizations(v)) => {
+                return Ok(Self::StructuredCustomizations(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostProfilesEntityCustomizations {
@@ -1147,13 +1126,13 @@ impl x::Decode for AnyHostProfilesEntityCustomizations {
         Ok(
             match r.xsi_type() {
                 Some("StructuredCustomizations") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StructuredCustomizations(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfilesEntityCustomizations(v),
                         Err(e) => return Err(e),
                     }

@@ -90,21 +90,22 @@ impl AnyHostRdmaDeviceBacking {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostRdmaDeviceBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostRdmaDeviceBacking(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostRdmaDeviceBacking(v)) => {
+                return Ok(Self::HostRdmaDeviceBacking(v));
             }
-            "HostRdmaDevicePnicBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostRdmaDevicePnicBacking(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostRdmaDevicePnicBacking(v)) => {
+                return Ok(Self::HostRdmaDevicePnicBacking(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostRdmaDeviceBacking {
@@ -112,13 +113,13 @@ impl x::Decode for AnyHostRdmaDeviceBacking {
         Ok(
             match r.xsi_type() {
                 Some("HostRdmaDevicePnicBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaDevicePnicBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaDeviceBacking(v),
                         Err(e) => return Err(e),
                     }
@@ -253,21 +254,18 @@ impl AnyHostSriovDevicePoolInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostSriovDevicePoolInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSriovDevicePoolInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostSriovDevicePoolInfo(v)) => {
+                return Ok(Self::HostSriovDevicePoolInfo(v));
             }
-            "HostSriovNetworkDevicePoolInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSriovNetworkDevicePoolInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_8::Object::HostSriovNetworkDevicePoolInfo(v)) => {
+                return Ok(Self::HostSriovNetworkDevicePoolInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostSriovDevicePoolInfo {
@@ -275,13 +273,13 @@ impl x::Decode for AnyHostSriovDevicePoolInfo {
         Ok(
             match r.xsi_type() {
                 Some("HostSriovNetworkDevicePoolInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovNetworkDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSriovDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -512,39 +510,27 @@ impl AnyHostSystemSwapConfigurationSystemSwapOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostSystemSwapConfigurationSystemSwapOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSystemSwapConfigurationSystemSwapOption(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostSystemSwapConfigurationSystemSwapOption(v)) => {
+                return Ok(Self::HostSystemSwapConfigurationSystemSwapOption(v));
             }
-            "HostSystemSwapConfigurationDatastoreOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSystemSwapConfigurationDatastoreOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostSystemSwapConfigurationDatastoreOption(v)) => {
+                return Ok(Self::HostSystemSwapConfigurationDatastoreOption(v));
             }
-            "HostSystemSwapConfigurationDisabledOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSystemSwapConfigurationDisabledOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostSystemSwapConfigurationDisabledOption(v)) => {
+                return Ok(Self::HostSystemSwapConfigurationDisabledOption(v));
             }
-            "HostSystemSwapConfigurationHostCacheOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSystemSwapConfigurationHostCacheOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostSystemSwapConfigurationHostCacheOption(v)) => {
+                return Ok(Self::HostSystemSwapConfigurationHostCacheOption(v));
             }
-            "HostSystemSwapConfigurationHostLocalSwapOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSystemSwapConfigurationHostLocalSwapOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::h_9::Object::HostSystemSwapConfigurationHostLocalSwapOption(v),
+            ) => return Ok(Self::HostSystemSwapConfigurationHostLocalSwapOption(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostSystemSwapConfigurationSystemSwapOption {
@@ -552,31 +538,31 @@ impl x::Decode for AnyHostSystemSwapConfigurationSystemSwapOption {
         Ok(
             match r.xsi_type() {
                 Some("HostSystemSwapConfigurationDatastoreOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationDatastoreOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSystemSwapConfigurationDisabledOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationDisabledOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSystemSwapConfigurationHostCacheOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationHostCacheOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSystemSwapConfigurationHostLocalSwapOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationHostLocalSwapOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSystemSwapConfigurationSystemSwapOption(v),
                         Err(e) => return Err(e),
                     }
@@ -916,69 +902,66 @@ impl AnyHostTargetTransport {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HostBlockAdapterTargetTransport(v)) => {
+                return Ok(Self::HostBlockAdapterTargetTransport(v));
             }
-            "HostBlockAdapterTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostBlockAdapterTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_3::Object>(object) {
+            Ok(chunks::h_3::Object::HostFibreChannelOverEthernetTargetTransport(v)) => {
+                return Ok(Self::HostFibreChannelOverEthernetTargetTransport(v));
             }
-            "HostFibreChannelOverEthernetTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostFibreChannelOverEthernetTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_3::Object::HostFibreChannelTargetTransport(v)) => {
+                return Ok(Self::HostFibreChannelTargetTransport(v));
             }
-            "HostFibreChannelTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostFibreChannelTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostInternetScsiTargetTransport(v)) => {
+                return Ok(Self::HostInternetScsiTargetTransport(v));
             }
-            "HostInternetScsiTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInternetScsiTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostParallelScsiTargetTransport(v)) => {
+                return Ok(Self::HostParallelScsiTargetTransport(v));
             }
-            "HostParallelScsiTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostParallelScsiTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPcieTargetTransport(v)) => {
+                return Ok(Self::HostPcieTargetTransport(v));
             }
-            "HostPcieTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPcieTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostRdmaTargetTransport(v)) => {
+                return Ok(Self::HostRdmaTargetTransport(v));
             }
-            "HostRdmaTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostRdmaTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_8::Object::HostSerialAttachedTargetTransport(v)) => {
+                return Ok(Self::HostSerialAttachedTargetTransport(v));
             }
-            "HostSerialAttachedTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSerialAttachedTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostTargetTransport(v)) => {
+                return Ok(Self::HostTargetTransport(v));
             }
-            "HostTcpTargetTransport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTcpTargetTransport(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTcpTargetTransport(v)) => {
+                return Ok(Self::HostTcpTargetTransport(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostTargetTransport {
@@ -986,61 +969,61 @@ impl x::Decode for AnyHostTargetTransport {
         Ok(
             match r.xsi_type() {
                 Some("HostBlockAdapterTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostBlockAdapterTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelOverEthernetTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelOverEthernetTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostFibreChannelTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostFibreChannelTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInternetScsiTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInternetScsiTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostParallelScsiTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostParallelScsiTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPcieTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPcieTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostRdmaTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostRdmaTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSerialAttachedTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSerialAttachedTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTcpTargetTransport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTcpTargetTransport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTargetTransport(v),
                         Err(e) => return Err(e),
                     }

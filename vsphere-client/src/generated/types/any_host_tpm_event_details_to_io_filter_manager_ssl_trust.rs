@@ -220,69 +220,42 @@ impl AnyHostTpmEventDetails {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostTpmEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_9::Object>(object) {
+            Ok(chunks::h_9::Object::HostTpmEventDetails(v)) => {
+                return Ok(Self::HostTpmEventDetails(v));
             }
-            "HostTpmBootCompleteEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmBootCompleteEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmBootCompleteEventDetails(v)) => {
+                return Ok(Self::HostTpmBootCompleteEventDetails(v));
             }
-            "HostTpmBootSecurityOptionEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmBootSecurityOptionEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmBootSecurityOptionEventDetails(v)) => {
+                return Ok(Self::HostTpmBootSecurityOptionEventDetails(v));
             }
-            "HostTpmCommandEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmCommandEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmCommandEventDetails(v)) => {
+                return Ok(Self::HostTpmCommandEventDetails(v));
             }
-            "HostTpmNvTagEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmNvTagEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmNvTagEventDetails(v)) => {
+                return Ok(Self::HostTpmNvTagEventDetails(v));
             }
-            "HostTpmOptionEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmOptionEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmOptionEventDetails(v)) => {
+                return Ok(Self::HostTpmOptionEventDetails(v));
             }
-            "HostTpmSignerEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmSignerEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmSignerEventDetails(v)) => {
+                return Ok(Self::HostTpmSignerEventDetails(v));
             }
-            "HostTpmSoftwareComponentEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmSoftwareComponentEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmSoftwareComponentEventDetails(v)) => {
+                return Ok(Self::HostTpmSoftwareComponentEventDetails(v));
             }
-            "HostTpmSystemVersionEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmSystemVersionEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmSystemVersionEventDetails(v)) => {
+                return Ok(Self::HostTpmSystemVersionEventDetails(v));
             }
-            "HostTpmVersionEventDetails" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostTpmVersionEventDetails(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_9::Object::HostTpmVersionEventDetails(v)) => {
+                return Ok(Self::HostTpmVersionEventDetails(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostTpmEventDetails {
@@ -290,61 +263,61 @@ impl x::Decode for AnyHostTpmEventDetails {
         Ok(
             match r.xsi_type() {
                 Some("HostTpmBootCompleteEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmBootCompleteEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmBootSecurityOptionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmBootSecurityOptionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmCommandEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmCommandEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmNvTagEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmNvTagEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmOptionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmOptionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmSignerEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmSignerEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmSoftwareComponentEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmSoftwareComponentEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmSystemVersionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmSystemVersionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostTpmVersionEventDetails") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmVersionEventDetails(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostTpmEventDetails(v),
                         Err(e) => return Err(e),
                     }
@@ -600,33 +573,24 @@ impl AnyHostVirtualSwitchBridge {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "HostVirtualSwitchBridge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVirtualSwitchBridge(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            Ok(chunks::h_10::Object::HostVirtualSwitchBridge(v)) => {
+                return Ok(Self::HostVirtualSwitchBridge(v));
             }
-            "HostVirtualSwitchAutoBridge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVirtualSwitchAutoBridge(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_10::Object::HostVirtualSwitchAutoBridge(v)) => {
+                return Ok(Self::HostVirtualSwitchAutoBridge(v));
             }
-            "HostVirtualSwitchBondBridge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVirtualSwitchBondBridge(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_10::Object::HostVirtualSwitchBondBridge(v)) => {
+                return Ok(Self::HostVirtualSwitchBondBridge(v));
             }
-            "HostVirtualSwitchSimpleBridge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostVirtualSwitchSimpleBridge(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_10::Object::HostVirtualSwitchSimpleBridge(v)) => {
+                return Ok(Self::HostVirtualSwitchSimpleBridge(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyHostVirtualSwitchBridge {
@@ -634,25 +598,25 @@ impl x::Decode for AnyHostVirtualSwitchBridge {
         Ok(
             match r.xsi_type() {
                 Some("HostVirtualSwitchAutoBridge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchAutoBridge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVirtualSwitchBondBridge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchBondBridge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostVirtualSwitchSimpleBridge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchSimpleBridge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostVirtualSwitchBridge(v),
                         Err(e) => return Err(e),
                     }
@@ -814,27 +778,27 @@ impl AnyImportSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ImportSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ImportSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
+            Ok(chunks::i_1::Object::ImportSpec(v)) => return Ok(Self::ImportSpec(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VirtualAppImportSpec(v)) => {
+                return Ok(Self::VirtualAppImportSpec(v));
             }
-            "VirtualAppImportSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualAppImportSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineImportSpec(v)) => {
+                return Ok(Self::VirtualMachineImportSpec(v));
             }
-            "VirtualMachineImportSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineImportSpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyImportSpec {
@@ -842,19 +806,19 @@ impl x::Decode for AnyImportSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualAppImportSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAppImportSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineImportSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineImportSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ImportSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1000,27 +964,29 @@ impl AnyIoFilterManagerSslTrust {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "IoFilterManagerSslTrust" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IoFilterManagerSslTrust(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::IoFilterManagerSslTrust(v)) => {
+                return Ok(Self::IoFilterManagerSslTrust(v));
             }
-            "PinnedCertificate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PinnedCertificate(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PinnedCertificate(v)) => {
+                return Ok(Self::PinnedCertificate(v));
             }
-            "UntrustedCertificate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UntrustedCertificate(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UntrustedCertificate(v)) => {
+                return Ok(Self::UntrustedCertificate(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyIoFilterManagerSslTrust {
@@ -1028,19 +994,19 @@ impl x::Decode for AnyIoFilterManagerSslTrust {
         Ok(
             match r.xsi_type() {
                 Some("PinnedCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PinnedCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UntrustedCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UntrustedCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IoFilterManagerSslTrust(v),
                         Err(e) => return Err(e),
                     }

@@ -86,27 +86,19 @@ impl AnyIpAddress {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "IpAddress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpAddress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IpRange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpRange(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SingleIp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SingleIp(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::IpAddress(v)) => return Ok(Self::IpAddress(v)),
+            Ok(chunks::i_2::Object::IpRange(v)) => return Ok(Self::IpRange(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SingleIp(v)) => return Ok(Self::SingleIp(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyIpAddress {
@@ -114,19 +106,19 @@ impl x::Decode for AnyIpAddress {
         Ok(
             match r.xsi_type() {
                 Some("IpRange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpRange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SingleIp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SingleIp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpAddress(v),
                         Err(e) => return Err(e),
                     }
@@ -298,27 +290,21 @@ impl AnyKmipClusterInfoKeyInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "KmipClusterInfoKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipClusterInfoKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::KmipClusterInfoKeyInfo(v)) => {
+                return Ok(Self::KmipClusterInfoKeyInfo(v));
             }
-            "KmipClusterInfoWrappingKeyIdKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipClusterInfoWrappingKeyIdKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::KmipClusterInfoWrappingKeyIdKeyInfo(v)) => {
+                return Ok(Self::KmipClusterInfoWrappingKeyIdKeyInfo(v));
             }
-            "KmipClusterInfoWrappingRotationIntervalKeyInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipClusterInfoWrappingRotationIntervalKeyInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::j_to_l::Object::KmipClusterInfoWrappingRotationIntervalKeyInfo(v),
+            ) => return Ok(Self::KmipClusterInfoWrappingRotationIntervalKeyInfo(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyKmipClusterInfoKeyInfo {
@@ -326,19 +312,19 @@ impl x::Decode for AnyKmipClusterInfoKeyInfo {
         Ok(
             match r.xsi_type() {
                 Some("KmipClusterInfoWrappingKeyIdKeyInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipClusterInfoWrappingKeyIdKeyInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("KmipClusterInfoWrappingRotationIntervalKeyInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipClusterInfoWrappingRotationIntervalKeyInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipClusterInfoKeyInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -515,27 +501,21 @@ impl AnyKmipServerSpecKeySpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "KmipServerSpecKeySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipServerSpecKeySpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::KmipServerSpecKeySpec(v)) => {
+                return Ok(Self::KmipServerSpecKeySpec(v));
             }
-            "KmipServerSpecWrappingKeyIdKeySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipServerSpecWrappingKeyIdKeySpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::KmipServerSpecWrappingKeyIdKeySpec(v)) => {
+                return Ok(Self::KmipServerSpecWrappingKeyIdKeySpec(v));
             }
-            "KmipServerSpecWrappingRotationIntervalKeySpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KmipServerSpecWrappingRotationIntervalKeySpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::j_to_l::Object::KmipServerSpecWrappingRotationIntervalKeySpec(v),
+            ) => return Ok(Self::KmipServerSpecWrappingRotationIntervalKeySpec(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyKmipServerSpecKeySpec {
@@ -543,19 +523,19 @@ impl x::Decode for AnyKmipServerSpecKeySpec {
         Ok(
             match r.xsi_type() {
                 Some("KmipServerSpecWrappingKeyIdKeySpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipServerSpecWrappingKeyIdKeySpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("KmipServerSpecWrappingRotationIntervalKeySpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipServerSpecWrappingRotationIntervalKeySpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KmipServerSpecKeySpec(v),
                         Err(e) => return Err(e),
                     }
@@ -714,33 +694,28 @@ impl AnyLicenseSource {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "LicenseSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseSource(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::EvaluationLicenseSource(v)) => {
+                return Ok(Self::EvaluationLicenseSource(v));
             }
-            "EvaluationLicenseSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EvaluationLicenseSource(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::LicenseSource(v)) => {
+                return Ok(Self::LicenseSource(v));
             }
-            "LicenseServerSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseServerSource(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::LicenseServerSource(v)) => {
+                return Ok(Self::LicenseServerSource(v));
             }
-            "LocalLicenseSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LocalLicenseSource(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::j_to_l::Object::LocalLicenseSource(v)) => {
+                return Ok(Self::LocalLicenseSource(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyLicenseSource {
@@ -748,25 +723,25 @@ impl x::Decode for AnyLicenseSource {
         Ok(
             match r.xsi_type() {
                 Some("EvaluationLicenseSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EvaluationLicenseSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseServerSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseServerSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LocalLicenseSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LocalLicenseSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseSource(v),
                         Err(e) => return Err(e),
                     }
@@ -913,27 +888,19 @@ impl AnyMacAddress {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "MacAddress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MacAddress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MacRange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MacRange(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SingleMac" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SingleMac(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MacAddress(v)) => return Ok(Self::MacAddress(v)),
+            Ok(chunks::l_to_m::Object::MacRange(v)) => return Ok(Self::MacRange(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SingleMac(v)) => return Ok(Self::SingleMac(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyMacAddress {
@@ -941,19 +908,19 @@ impl x::Decode for AnyMacAddress {
         Ok(
             match r.xsi_type() {
                 Some("MacRange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MacRange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SingleMac") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SingleMac(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MacAddress(v),
                         Err(e) => return Err(e),
                     }

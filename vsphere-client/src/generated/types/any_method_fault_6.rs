@@ -11,4202 +11,2204 @@ impl AnyMethodFault {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "MethodFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ActiveDirectoryFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ActiveDirectoryFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ActiveVMsBlockingEVC" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ActiveVMsBlockingEVC(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AdminDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AdminDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AdminNotDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AdminNotDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AffinityConfigured" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AffinityConfigured(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AgentInstallFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AgentInstallFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlreadyBeingManaged" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlreadyBeingManaged(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlreadyConnected" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlreadyConnected(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlreadyExists" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlreadyExists(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AlreadyUpgraded" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AlreadyUpgraded(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AnswerFileUpdateFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AnswerFileUpdateFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ApplicationQuiesceFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ApplicationQuiesceFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AuthMinimumAdminPermission" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AuthMinimumAdminPermission(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "AuthenticationRequired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AuthenticationRequired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "BackupBlobReadFailure" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BackupBlobReadFailure(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "BackupBlobWriteFailure" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BackupBlobWriteFailure(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "BlockedByFirewall" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BlockedByFirewall(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CAMServerRefusedConnection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CAMServerRefusedConnection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessLocalSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessLocalSource(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessNetwork" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessNetwork(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessVmComponent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessVmComponent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessVmConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessVmConfig(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessVmDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessVmDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAccessVmDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAccessVmDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAddHostWithFTVmAsStandalone" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAddHostWithFTVmAsStandalone(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAddHostWithFTVmToDifferentCluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotAddHostWithFTVmToNonHACluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotAddHostWithFTVmToNonHACluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotChangeDrsBehaviorForFtSecondary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotChangeHaSettingsForFtSecondary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotChangeHaSettingsForFtSecondary(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotChangeVsanClusterUuid" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotChangeVsanClusterUuid(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotChangeVsanNodeUuid" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotChangeVsanNodeUuid(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotComputeFTCompatibleHosts" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotComputeFTCompatibleHosts(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotCreateFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotCreateFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotDecryptPasswords" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotDecryptPasswords(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotDeleteFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotDeleteFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotDisableDrsOnClustersWithVApps" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotDisableDrsOnClustersWithVApps(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotDisableSnapshot" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotDisableSnapshot(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotDisconnectHostWithFaultToleranceVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotEnableVmcpForCluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotEnableVmcpForCluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotModifyConfigCpuRequirements" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotModifyConfigCpuRequirements(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotMoveFaultToleranceVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotMoveFaultToleranceVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotMoveHostWithFaultToleranceVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotMoveHostWithFaultToleranceVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotMoveVmWithDeltaDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotMoveVmWithDeltaDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotMoveVmWithNativeDeltaDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotMoveVmWithNativeDeltaDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotMoveVsanEnabledHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotMoveVsanEnabledHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotPlaceWithoutPrerequisiteMoves" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotPowerOffVmInCluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotPowerOffVmInCluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotReconfigureVsanWhenHaEnabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotReconfigureVsanWhenHaEnabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CannotUseNetwork" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CannotUseNetwork(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ClockSkew" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClockSkew(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CloneFromSnapshotNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CloneFromSnapshotNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CollectorAddressUnset" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CollectorAddressUnset(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ConcurrentAccess" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ConcurrentAccess(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ConflictingConfiguration" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ConflictingConfiguration(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ConflictingDatastoreFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ConflictingDatastoreFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ConnectedIso" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ConnectedIso(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CpuCompatibilityUnknown" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CpuCompatibilityUnknown(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CpuHotPlugNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CpuHotPlugNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CpuIncompatible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CpuIncompatible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CpuIncompatible1ECX" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CpuIncompatible1ECX(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CpuIncompatible81EDX" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CpuIncompatible81EDX(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "CustomizationPending" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CustomizationPending(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVPortNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DasConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DasConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatabaseError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatabaseError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatacenterMismatch" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatacenterMismatch(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DatastoreNotWritableOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DatastoreNotWritableOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeltaDiskFormatNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeltaDiskFormatNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DestinationSwitchFull" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DestinationSwitchFull(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DestinationVsanDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DestinationVsanDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceBackingNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceBackingNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceControllerNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceControllerNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceHotPlugNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceHotPlugNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceUnsupportedForVmPlatform" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceUnsupportedForVmPlatform(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DeviceUnsupportedForVmVersion" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceUnsupportedForVmVersion(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DigestNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DigestNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DirectoryNotEmpty" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectoryNotEmpty(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DisableAdminNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DisableAdminNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DisallowedChangeByService" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DisallowedChangeByService(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DisallowedDiskModeChange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DisallowedDiskModeChange(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DisallowedMigrationDeviceAttached" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DisallowedMigrationDeviceAttached(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DisallowedOperationOnFailoverHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DisallowedOperationOnFailoverHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DisconnectedHostsBlockingEVC" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DisconnectedHostsBlockingEVC(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskHasPartitions" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskHasPartitions(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskIsLastRemainingNonSSD" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskIsLastRemainingNonSSD(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskIsNonLocal" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskIsNonLocal(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskIsUSB" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskIsUSB(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskMoveTypeNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskMoveTypeNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DiskTooSmall" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DiskTooSmall(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DomainNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DomainNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsDisabledOnVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsDisabledOnVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DrsVmotionIncompatibleFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DrsVmotionIncompatibleFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DuplicateDisks" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DuplicateDisks(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DuplicateName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DuplicateName(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DuplicateVsanNetworkInterface" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DuplicateVsanNetworkInterface(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsApplyOperationFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsApplyOperationFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsNotAuthorized" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsNotAuthorized(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsOperationBulkFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsOperationBulkFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DvsScopeViolated" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsScopeViolated(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedCPUFeaturesForMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedCPUModel" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUModel(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedCPUModelForMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUModelForMode(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedCPUVendor" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUVendor(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedCPUVendorUnknown" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedHostDisconnected" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedHostDisconnected(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedHostSoftware" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedHostSoftware(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedHostSoftwareForMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCAdmissionFailedVmActive" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCAdmissionFailedVmActive(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCModeIllegalByVendor" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCModeIllegalByVendor(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCModeUnsupportedByHosts" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCModeUnsupportedByHosts(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCUnsupportedByHostHardware" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCUnsupportedByHostHardware(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EVCUnsupportedByHostSoftware" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EVCUnsupportedByHostSoftware(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EightHostLimitViolated" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EightHostLimitViolated(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "EncryptionKeyRequired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::EncryptionKeyRequired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExpiredAddonLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExpiredAddonLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExpiredEditionLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExpiredEditionLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExpiredFeatureLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExpiredFeatureLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ExtendedFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ExtendedFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FailToEnableSPBM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FailToEnableSPBM(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FailToLockFaultToleranceVMs" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FailToLockFaultToleranceVMs(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceAntiAffinityViolated" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceAntiAffinityViolated(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceCannotEditMem" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceCannotEditMem(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceCpuIncompatible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceCpuIncompatible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceNeedsThickDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceNeedsThickDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceNotLicensed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceNotLicensed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceNotSameBuild" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceNotSameBuild(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultTolerancePrimaryPowerOnNotAttempted" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FaultToleranceVmNotDasProtected" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FaultToleranceVmNotDasProtected(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FcoeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FcoeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FcoeFaultPnicHasNoPortSet" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FcoeFaultPnicHasNoPortSet(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FeatureRequirementsNotMet" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FeatureRequirementsNotMet(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileAlreadyExists" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileAlreadyExists(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileBackedPortNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileBackedPortNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileLocked" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileLocked(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileNameTooLong" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileNameTooLong(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileNotWritable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileNotWritable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FileTooLarge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileTooLarge(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FilesystemQuiesceFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FilesystemQuiesceFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FilterInUse" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FilterInUse(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FtIssuesOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FtIssuesOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FtVmHostRuleViolation" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FtVmHostRuleViolation(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FullStorageVMotionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FullStorageVMotionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayConnectFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayConnectFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayHostNotReachable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayHostNotReachable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayNotReachable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayNotReachable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayOperationRefused" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayOperationRefused(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayToHostAuthFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayToHostAuthFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayToHostConnectFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayToHostConnectFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GatewayToHostTrustVerifyFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GatewayToHostTrustVerifyFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GenericDrsFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GenericDrsFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GenericVmConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GenericVmConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestAuthenticationChallenge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestAuthenticationChallenge(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestComponentsOutOfDate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestComponentsOutOfDate(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestMultipleMappings" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestMultipleMappings(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestOperationsFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestOperationsFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestOperationsUnavailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestOperationsUnavailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestPermissionDenied" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestPermissionDenied(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestProcessNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestProcessNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryKeyAlreadyExists" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryKeyAlreadyExists(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryKeyFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryKeyFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryKeyHasSubkeys" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryKeyHasSubkeys(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryKeyInvalid" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryKeyInvalid(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryKeyParentVolatile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryKeyParentVolatile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryValueFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryValueFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "GuestRegistryValueNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::GuestRegistryValueNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HAErrorsAtDest" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HAErrorsAtDest(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HeterogenousHostsBlockingEVC" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HeterogenousHostsBlockingEVC(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostAccessRestrictedToManagementServer" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostAccessRestrictedToManagementServer(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostCommunication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostCommunication(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostConfigFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConfigFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostConnectFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostConnectFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostHasComponentFailure" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostHasComponentFailure(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostInDomain" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInDomain(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostIncompatibleForFaultTolerance" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIncompatibleForFaultTolerance(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostIncompatibleForRecordReplay" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostIncompatibleForRecordReplay(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostInventoryFull" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInventoryFull(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNotConnected" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNotConnected(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostNotReachable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostNotReachable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostPowerOpFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostPowerOpFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostSpecificationOperationFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostSpecificationOperationFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HotSnapshotMoveNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HotSnapshotMoveNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HttpFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HttpFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IDEDiskNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IDEDiskNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IORMNotSupportedHostOnDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IORMNotSupportedHostOnDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ImportHostAddFailure" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ImportHostAddFailure(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ImportOperationBulkFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ImportOperationBulkFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InUseFeatureManipulationDisallowed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InUseFeatureManipulationDisallowed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InaccessibleDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InaccessibleDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InaccessibleFTMetadataDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InaccessibleFTMetadataDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InaccessibleVFlashSource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InaccessibleVFlashSource(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncompatibleDefaultDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncompatibleDefaultDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncompatibleHostForFtSecondary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncompatibleHostForFtSecondary(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncompatibleHostForVmReplication" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncompatibleHostForVmReplication(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncompatibleSetting" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncompatibleSetting(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncorrectFileType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncorrectFileType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IncorrectHostInformation" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IncorrectHostInformation(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IndependentDiskVMotionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IndependentDiskVMotionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientAgentVmsDeployed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientAgentVmsDeployed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientCpuResourcesFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientCpuResourcesFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientDisks" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientDisks(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientFailoverResourcesFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientFailoverResourcesFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientGraphicsResourcesFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientGraphicsResourcesFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientHostCapacityFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientHostCapacityFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientHostCpuCapacityFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientHostCpuCapacityFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientHostMemoryCapacityFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientHostMemoryCapacityFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientMemoryResourcesFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientMemoryResourcesFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientNetworkCapacity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientNetworkCapacity(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientNetworkResourcePoolCapacity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientNetworkResourcePoolCapacity(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientPerCpuCapacity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientPerCpuCapacity(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientResourcesFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientResourcesFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientStandbyCpuResource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientStandbyCpuResource(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientStandbyMemoryResource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientStandbyMemoryResource(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientStandbyResource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientStandbyResource(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientStorageIops" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientStorageIops(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientStorageSpace" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientStorageSpace(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InsufficientVFlashResourcesFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InsufficientVFlashResourcesFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidAffinitySettingFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidAffinitySettingFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidArgument" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidArgument(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidBmcRole" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidBmcRole(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidBundle" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidBundle(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidCAMCertificate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidCAMCertificate(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidCAMServer" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidCAMServer(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidClientCertificate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidClientCertificate(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidCollectorVersion" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidCollectorVersion(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidController(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDasConfigArgument" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDasConfigArgument(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDasRestartPriorityForFtVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDasRestartPriorityForFtVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDatastorePath" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDatastorePath(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDatastoreState" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDatastoreState(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDeviceBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDeviceBacking(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDeviceOperation" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDeviceOperation(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDeviceSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDeviceSpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDiskFormat" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDiskFormat(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidDrsBehaviorForFtVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidDrsBehaviorForFtVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidEditionLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidEditionLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidEvent" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidEvent(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidFolder" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidFolder(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidFormat" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidFormat(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidGuestLogin" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidGuestLogin(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidHostConnectionState" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidHostConnectionState(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidHostName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidHostName(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidHostState" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidHostState(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidIndexArgument" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidIndexArgument(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidIpfixConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidIpfixConfig(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidIpmiLoginInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidIpmiLoginInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidIpmiMacAddress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidIpmiMacAddress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidLocale" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidLocale(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidLogin" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidLogin(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidName(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidNasCredentials" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidNasCredentials(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidNetworkInType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidNetworkInType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidNetworkResource" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidNetworkResource(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidOperationOnSecondaryVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidOperationOnSecondaryVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidPowerState" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidPowerState(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidPrivilege" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidPrivilege(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidProfileReferenceHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidProfileReferenceHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidProperty" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidProperty(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidPropertyType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidPropertyType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidPropertyValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidPropertyValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidRequest" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidRequest(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidResourcePoolStructureFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidResourcePoolStructureFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidScheduledTask" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidScheduledTask(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidSnapshotFormat" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidSnapshotFormat(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidState" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidState(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidToken" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidToken(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidVmConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidVmConfig(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InvalidVmState" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidVmState(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "InventoryHasStandardAloneHosts" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InventoryHasStandardAloneHosts(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IpHostnameGeneratorError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IpHostnameGeneratorError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultInvalidVnic" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultInvalidVnic(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultPnicInUse" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultPnicInUse(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicAlreadyBound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicAlreadyBound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicHasActivePaths" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicHasActivePaths(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicHasMultipleUplinks" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicHasMultipleUplinks(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicHasNoUplinks" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicHasNoUplinks(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicHasWrongUplink" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicHasWrongUplink(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicInUse" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicInUse(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicIsLastPath" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicIsLastPath(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicNotBound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicNotBound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IscsiFaultVnicNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IscsiFaultVnicNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "KeyNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::KeyNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LargeRDMConversionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LargeRDMConversionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LargeRDMNotSupportedOnDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LargeRDMNotSupportedOnDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LegacyNetworkInterfaceInUse" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LegacyNetworkInterfaceInUse(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseAssignmentFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseAssignmentFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseDowngradeDisallowed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseDowngradeDisallowed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseEntityNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseEntityNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseExpired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseExpired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseKeyEntityMismatch" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseKeyEntityMismatch(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseRestricted" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseRestricted(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseServerUnavailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseServerUnavailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LicenseSourceUnavailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LicenseSourceUnavailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LimitExceeded" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LimitExceeded(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LinuxVolumeNotClean" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LinuxVolumeNotClean(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LogBundlingFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LogBundlingFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MaintenanceModeFileMove" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MaintenanceModeFileMove(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ManagedObjectNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ManagedObjectNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MemoryFileFormatNotSupportedByDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MemoryFileFormatNotSupportedByDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MemoryHotPlugNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MemoryHotPlugNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MemorySizeNotRecommended" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MemorySizeNotRecommended(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MemorySizeNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MemorySizeNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MemorySizeNotSupportedByDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MemorySizeNotSupportedByDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MemorySnapshotOnIndependentDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MemorySnapshotOnIndependentDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MethodAlreadyDisabledFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodAlreadyDisabledFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MethodDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MethodNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationFeatureNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationFeatureNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MigrationNotReady" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MigrationNotReady(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MismatchedBundle" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MismatchedBundle(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MismatchedNetworkPolicies" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MismatchedNetworkPolicies(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MismatchedVMotionNetworkNames" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MismatchedVMotionNetworkNames(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingBmcSupport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingBmcSupport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingController(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingIpPool" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingIpPool(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingLinuxCustResources" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingLinuxCustResources(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingNetworkIpConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingNetworkIpConfig(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingPowerOffConfiguration" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingPowerOffConfiguration(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingPowerOnConfiguration" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingPowerOnConfiguration(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MissingWindowsCustResources" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MissingWindowsCustResources(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MksConnectionLimitReached" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MksConnectionLimitReached(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MountError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MountError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MultiWriterNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MultiWriterNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MultipleCertificatesVerifyFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MultipleCertificatesVerifyFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "MultipleSnapshotsNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MultipleSnapshotsNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NamespaceFull" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NamespaceFull(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NamespaceLimitReached" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NamespaceLimitReached(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NamespaceWriteProtected" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NamespaceWriteProtected(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NasConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NasConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NasConnectionLimitReached" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NasConnectionLimitReached(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NasSessionCredentialConflict" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NasSessionCredentialConflict(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NasVolumeNotMounted" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NasVolumeNotMounted(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NetworkCopyFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkCopyFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NetworkDisruptedAndConfigRolledBack" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkDisruptedAndConfigRolledBack(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NetworkInaccessible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkInaccessible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NetworksMayNotBeTheSame" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworksMayNotBeTheSame(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NicSettingMismatch" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NicSettingMismatch(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoActiveHostInCluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoActiveHostInCluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoAvailableIp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoAvailableIp(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoClientCertificate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoClientCertificate(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoCompatibleDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoCompatibleDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoCompatibleHardAffinityHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoCompatibleHardAffinityHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoCompatibleHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoCompatibleHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoCompatibleHostWithAccessToDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoCompatibleHostWithAccessToDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoCompatibleSoftAffinityHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoCompatibleSoftAffinityHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoConnectedDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoConnectedDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoDiskFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoDiskFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoDiskSpace" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoDiskSpace(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoDisksToCustomize" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoDisksToCustomize(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoGateway" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoGateway(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoGuestHeartbeat" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoGuestHeartbeat(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoHostSuitableForFtSecondary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoHostSuitableForFtSecondary(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoLicenseServerConfigured" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoLicenseServerConfigured(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoPeerHostFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoPeerHostFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoPermission" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoPermission(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoPermissionOnAD" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoPermissionOnAD(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoPermissionOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoPermissionOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoPermissionOnNasVolume" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoPermissionOnNasVolume(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoSubjectName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoSubjectName(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoVcManagedIpConfigured" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoVcManagedIpConfigured(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoVirtualNic" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoVirtualNic(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NoVmInVApp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NoVmInVApp(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NonADUserRequired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NonADUserRequired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NonHomeRDMVMotionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NonHomeRDMVMotionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NonPersistentDisksNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NonPersistentDisksNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NonVmwareOuiMacNotSupportedHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NonVmwareOuiMacNotSupportedHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotADirectory" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotADirectory(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotAFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotAFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotAuthenticated" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotAuthenticated(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotEnoughCpus" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotEnoughCpus(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotEnoughLicenses" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotEnoughLicenses(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotEnoughLogicalCpus" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotEnoughLogicalCpus(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotImplemented" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotImplemented(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedDeviceForFT" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedDeviceForFT(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostForChecksum" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostForChecksum(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostForVFlash" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostForVFlash(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostForVmcp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostForVmcp(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostForVmemFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostForVmemFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostForVsan" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostForVsan(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostInCluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostInCluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostInDvs" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostInDvs(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotSupportedHostInHACluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotSupportedHostInHACluster(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NotUserConfigurableProperty" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NotUserConfigurableProperty(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NumVirtualCoresPerSocketNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NumVirtualCoresPerSocketNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NumVirtualCpusExceedsLimit" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NumVirtualCpusExceedsLimit(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NumVirtualCpusIncompatible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NumVirtualCpusIncompatible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "NumVirtualCpusNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NumVirtualCpusNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OperationDisabledByGuest" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OperationDisabledByGuest(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OperationDisallowedOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OperationDisallowedOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OperationNotSupportedByGuest" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OperationNotSupportedByGuest(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OutOfBounds" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OutOfBounds(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfAttribute" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfAttribute(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConnectedDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConnectedDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConnectedDeviceFloppy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConnectedDeviceFloppy(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConnectedDeviceIso" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConnectedDeviceIso(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConstraint" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConstraint(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerCallbackFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerCallbackFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerCommunicationError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerCommunicationError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerInvalidSection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerInvalidSection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerPowerOnFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerPowerOnFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerUndeclaredSection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerUndeclaredSection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerUndefinedPrefix" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerUndefinedPrefix(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfConsumerValidationFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfConsumerValidationFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfCpuCompatibility" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfCpuCompatibility(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfCpuCompatibilityCheckNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfCpuCompatibilityCheckNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfDiskMappingNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfDiskMappingNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfDiskOrderConstraint" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfDiskOrderConstraint(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfDuplicateElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfDuplicateElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfDuplicatedElementBoundary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfDuplicatedElementBoundary(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfDuplicatedPropertyIdExport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfDuplicatedPropertyIdExport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfDuplicatedPropertyIdImport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfDuplicatedPropertyIdImport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfElementInvalidValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfElementInvalidValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfExport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfExport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfExportFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfExportFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfHardwareCheck" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfHardwareCheck(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfHardwareExport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfHardwareExport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfHostResourceConstraint" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfHostResourceConstraint(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfHostValueNotParsed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfHostValueNotParsed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfImport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfImport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfImportFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfImportFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInternalError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInternalError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidPackage" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidPackage(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidValueConfiguration" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidValueConfiguration(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidValueEmpty" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidValueEmpty(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidValueFormatMalformed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidValueFormatMalformed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidValueReference" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidValueReference(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfInvalidVmName" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfInvalidVmName(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfMappedOsId" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfMappedOsId(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfMissingAttribute" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfMissingAttribute(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfMissingElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfMissingElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfMissingElementNormalBoundary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfMissingElementNormalBoundary(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfMissingHardware" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfMissingHardware(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfNetworkMappingNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfNetworkMappingNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfNoHostNic" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfNoHostNic(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfNoSpaceOnController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfNoSpaceOnController(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfNoSupportedHardwareFamily" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfNoSupportedHardwareFamily(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfProperty" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfProperty(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyExport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyExport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyNetwork" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyNetwork(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyNetworkExport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyNetworkExport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyQualifier" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyQualifier(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyQualifierDuplicate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyQualifierDuplicate(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyQualifierIgnored" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyQualifierIgnored(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfPropertyValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfPropertyValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfSystemFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfSystemFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfToXmlUnsupportedElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfToXmlUnsupportedElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnableToExportDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnableToExportDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnexpectedElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnexpectedElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnknownDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnknownDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnknownDeviceBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnknownDeviceBacking(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnknownEntity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnknownEntity(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedAttribute" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedAttribute(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedAttributeValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedAttributeValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedDeviceExport" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedDeviceExport(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedDiskProvisioning" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedDiskProvisioning(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedElementValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedElementValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedPackage" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedPackage(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedSection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedSection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedSubType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedSubType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfUnsupportedType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfUnsupportedType(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfWrongElement" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfWrongElement(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfWrongNamespace" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfWrongNamespace(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "OvfXmlFormat" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfXmlFormat(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PasswordExpired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PasswordExpired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchAlreadyInstalled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchAlreadyInstalled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchBinariesNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchBinariesNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchInstallFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchInstallFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchIntegrityError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchIntegrityError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchMetadataCorrupted" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchMetadataCorrupted(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchMetadataInvalid" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchMetadataInvalid(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchMetadataNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchMetadataNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchMissingDependencies" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchMissingDependencies(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchNotApplicable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchNotApplicable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PatchSuperseded" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PatchSuperseded(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PhysCompatRDMNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PhysCompatRDMNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PlatformConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PlatformConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PowerOnFtSecondaryFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PowerOnFtSecondaryFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "PowerOnFtSecondaryTimedout" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PowerOnFtSecondaryTimedout(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ProfileUpdateFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileUpdateFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "QuarantineModeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::QuarantineModeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "QuestionPending" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::QuestionPending(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "QuiesceDatastoreIOForHAFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::QuiesceDatastoreIOForHAFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RDMConversionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RDMConversionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RDMNotPreserved" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RDMNotPreserved(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RDMNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RDMNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RDMNotSupportedOnDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RDMNotSupportedOnDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RDMPointsToInaccessibleDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RDMPointsToInaccessibleDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RawDiskNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RawDiskNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReadHostResourcePoolTreeFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReadHostResourcePoolTreeFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReadOnlyDisksWithLegacyDestination" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReadOnlyDisksWithLegacyDestination(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RebootRequired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RebootRequired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RecordReplayDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RecordReplayDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RemoteDeviceNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RemoteDeviceNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RemoveFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RemoveFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationDiskConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationDiskConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationIncompatibleWithFT" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationIncompatibleWithFT(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationInvalidOptions" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationInvalidOptions(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationNotSupportedOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationNotSupportedOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationVmConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationVmConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationVmFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationVmFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ReplicationVmInProgressFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ReplicationVmInProgressFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RequestCanceled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RequestCanceled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourceInUse" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourceInUse(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ResourceNotAvailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourceNotAvailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RestrictedByAdministrator" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RestrictedByAdministrator(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RestrictedVersion" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RestrictedVersion(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RollbackFailure" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RollbackFailure(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RuleViolation" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RuleViolation(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "RuntimeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RuntimeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SSLDisabledFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SSLDisabledFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SSLVerifyFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SSLVerifyFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SSPIChallenge" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SSPIChallenge(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SecondaryVmAlreadyDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SecondaryVmAlreadyDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SecondaryVmAlreadyEnabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SecondaryVmAlreadyEnabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SecondaryVmAlreadyRegistered" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SecondaryVmAlreadyRegistered(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SecondaryVmNotRegistered" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SecondaryVmNotRegistered(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SecurityError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SecurityError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SessionNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SessionNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SharedBusControllerNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SharedBusControllerNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ShrinkDiskFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ShrinkDiskFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotCloneNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotCloneNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotCopyNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotCopyNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotIncompatibleDeviceInVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotIncompatibleDeviceInVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotLocked" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotLocked(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotMoveFromNonHomeNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotMoveFromNonHomeNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotMoveNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotMoveNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotMoveToNonHomeNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotMoveToNonHomeNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotNoChange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotNoChange(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SnapshotRevertIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SnapshotRevertIssue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SoftRuleVioCorrectionDisallowed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SoftRuleVioCorrectionDisallowed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SoftRuleVioCorrectionImpact" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SoftRuleVioCorrectionImpact(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SolutionUserRequired" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SolutionUserRequired(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SsdDiskNotAvailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SsdDiskNotAvailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveDiskInMultiWriterMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveFTVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveFTVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveIndependentDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveIndependentDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveManuallyPlacedSwapFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveManuallyPlacedVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveSharedDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveSharedDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveTemplate" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveTemplate(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveVmInUserFolder" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveVmInUserFolder(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveVmWithMountedCDROM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsCannotMoveVmWithNoFilesInLayout" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsDatacentersCannotShareDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsDatacentersCannotShareDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsDisabledOnVm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsDisabledOnVm(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsHbrDiskNotMovable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsHbrDiskNotMovable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsHmsMoveInProgress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsHmsMoveInProgress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsHmsUnreachable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsHmsUnreachable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsIolbDisabledInternally" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsIolbDisabledInternally(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsRelocateDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsRelocateDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsStaleHmsCollection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsStaleHmsCollection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageDrsUnableToMoveFiles" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageDrsUnableToMoveFiles(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageVMotionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageVMotionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StorageVmotionIncompatible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StorageVmotionIncompatible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SuspendedRelocateNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SuspendedRelocateNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SwapDatastoreNotWritableOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SwapDatastoreNotWritableOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SwapDatastoreUnset" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SwapDatastoreUnset(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SwapPlacementOverrideNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SwapPlacementOverrideNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SwitchIpUnset" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SwitchIpUnset(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SwitchNotInUpgradeMode" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SwitchNotInUpgradeMode(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "SystemError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SystemError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TaskInProgress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskInProgress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ThirdPartyLicenseAssignmentFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ThirdPartyLicenseAssignmentFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "Timedout" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Timedout(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyConcurrentNativeClones" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyConcurrentNativeClones(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyConsecutiveOverrides" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyConsecutiveOverrides(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyDevices" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyDevices(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyDisksOnLegacyHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyDisksOnLegacyHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyGuestLogons" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyGuestLogons(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyHosts" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyHosts(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyNativeCloneLevels" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyNativeCloneLevels(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManyNativeClonesOnFile" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManyNativeClonesOnFile(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "TooManySnapshotLevels" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TooManySnapshotLevels(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsAlreadyUpgraded" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsAlreadyUpgraded(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsAutoUpgradeNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsAutoUpgradeNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsImageCopyFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsImageCopyFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsImageNotAvailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsImageNotAvailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsImageSignatureCheckFailed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsImageSignatureCheckFailed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsInstallationInProgress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsInstallationInProgress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsUnavailable" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsUnavailable(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ToolsUpgradeCancelled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ToolsUpgradeCancelled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnSupportedDatastoreForVFlash" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnSupportedDatastoreForVFlash(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UncommittedUndoableDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UncommittedUndoableDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnconfiguredPropertyValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnconfiguredPropertyValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UncustomizableGuest" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UncustomizableGuest(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnexpectedCustomizationFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnexpectedCustomizationFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnexpectedFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnexpectedFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnrecognizedHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnrecognizedHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnsharedSwapVMotionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnsharedSwapVMotionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnsupportedDatastore" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnsupportedDatastore(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnsupportedGuest" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnsupportedGuest(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnsupportedVimApiVersion" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnsupportedVimApiVersion(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnsupportedVmxLocation" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnsupportedVmxLocation(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UnusedVirtualDiskBlocksNotScrubbed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "UserNotFound" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserNotFound(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VAppConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VAppNotRunning" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppNotRunning(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VAppOperationInProgress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppOperationInProgress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VAppPropertyFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppPropertyFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VAppTaskInProgress" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppTaskInProgress(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VFlashCacheHotConfigNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VFlashCacheHotConfigNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VFlashModuleNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VFlashModuleNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VFlashModuleVersionIncompatible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VFlashModuleVersionIncompatible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMINotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMINotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMOnConflictDVPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMOnConflictDVPort(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMOnVirtualIntranet" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMOnVirtualIntranet(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionAcrossNetworkNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionAcrossNetworkNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionInterfaceIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionInterfaceIssue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionLinkCapacityLow" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionLinkCapacityLow(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionLinkDown" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionLinkDown(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionNotConfigured" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionNotConfigured(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionNotLicensed" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionNotLicensed(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VMotionProtocolIncompatible" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VMotionProtocolIncompatible(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VimFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VimFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualDiskBlocksNotFullyProvisioned" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualDiskModeNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskModeNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualEthernetCardNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualHardwareCompatibilityIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualHardwareCompatibilityIssue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualHardwareVersionNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualHardwareVersionNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmAlreadyExistsInDatacenter" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmAlreadyExistsInDatacenter(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmConfigFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmConfigIncompatibleForFaultTolerance" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigIncompatibleForFaultTolerance(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmConfigIncompatibleForRecordReplay" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigIncompatibleForRecordReplay(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceConfigIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceConfigIssue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceConfigIssueWrapper" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceConfigIssueWrapper(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceInvalidFileBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceInvalidFileBacking(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceIssue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceOpIssuesList" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceOpIssuesList(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceTooManyFtVcpusOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmFaultToleranceTooManyVMsOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmFaultToleranceTooManyVMsOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmHostAffinityRuleViolation" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmHostAffinityRuleViolation(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmLimitLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmLimitLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMetadataManagerFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMetadataManagerFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmMonitorIncompatibleForFaultTolerance" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmMonitorIncompatibleForFaultTolerance(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmPowerOnDisabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPowerOnDisabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmSmpFaultToleranceTooManyVMsOnHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmToolsUpgradeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmToolsUpgradeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmValidateMaxDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmValidateMaxDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmWwnConflict" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmWwnConflict(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmfsAlreadyMounted" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsAlreadyMounted(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmfsAmbiguousMount" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsAmbiguousMount(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmfsMountFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsMountFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VmotionInterfaceNotEnabled" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmotionInterfaceNotEnabled(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VolumeEditorError" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VolumeEditorError(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VramLimitLicense" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VramLimitLicense(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VsanClusterUuidMismatch" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanClusterUuidMismatch(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VsanDiskFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanDiskFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VsanFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VsanIncompatibleDiskMapping" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanIncompatibleDiskMapping(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanDestPortConflict" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanDestPortConflict(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanPortConflict" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanPortConflict(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanPortMoveFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanPortMoveFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanPortPromiscChangeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanPortPromiscChangeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanPortgroupPromiscChangeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanPortgroupPromiscChangeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanPortgroupTypeChangeFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanPortgroupTypeChangeFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanPromiscuousPortNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanPromiscuousPortNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VspanSameSessionPortConflict" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VspanSameSessionPortConflict(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WakeOnLanNotSupported" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WakeOnLanNotSupported(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WakeOnLanNotSupportedByVmotionNIC" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WillLoseHAProtection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WillLoseHAProtection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WillModifyConfigCpuRequirements" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WillModifyConfigCpuRequirements(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WillResetSnapshotDirectory" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WillResetSnapshotDirectory(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "WipeDiskFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WipeDiskFault(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::ActiveDirectoryFault(v)) => {
+                return Ok(Self::ActiveDirectoryFault(v));
+            }
+            Ok(chunks::a_1::Object::ActiveVMsBlockingEVC(v)) => {
+                return Ok(Self::ActiveVMsBlockingEVC(v));
+            }
+            Ok(chunks::a_1::Object::AdminDisabled(v)) => {
+                return Ok(Self::AdminDisabled(v));
+            }
+            Ok(chunks::a_1::Object::AdminNotDisabled(v)) => {
+                return Ok(Self::AdminNotDisabled(v));
+            }
+            Ok(chunks::a_1::Object::AffinityConfigured(v)) => {
+                return Ok(Self::AffinityConfigured(v));
+            }
+            Ok(chunks::a_1::Object::AgentInstallFailed(v)) => {
+                return Ok(Self::AgentInstallFailed(v));
+            }
+            Ok(chunks::a_1::Object::AlreadyBeingManaged(v)) => {
+                return Ok(Self::AlreadyBeingManaged(v));
+            }
+            Ok(chunks::a_1::Object::AlreadyConnected(v)) => {
+                return Ok(Self::AlreadyConnected(v));
+            }
+            Ok(chunks::a_1::Object::AlreadyExists(v)) => {
+                return Ok(Self::AlreadyExists(v));
+            }
+            Ok(chunks::a_1::Object::AlreadyUpgraded(v)) => {
+                return Ok(Self::AlreadyUpgraded(v));
+            }
+            Ok(chunks::a_1::Object::AnswerFileUpdateFailed(v)) => {
+                return Ok(Self::AnswerFileUpdateFailed(v));
+            }
+            Ok(chunks::a_1::Object::ApplicationQuiesceFault(v)) => {
+                return Ok(Self::ApplicationQuiesceFault(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::a_9::Object>(object) {
+            Ok(chunks::a_9::Object::AuthMinimumAdminPermission(v)) => {
+                return Ok(Self::AuthMinimumAdminPermission(v));
+            }
+            Ok(chunks::a_9::Object::AuthenticationRequired(v)) => {
+                return Ok(Self::AuthenticationRequired(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            Ok(chunks::b_to_c::Object::BackupBlobReadFailure(v)) => {
+                return Ok(Self::BackupBlobReadFailure(v));
+            }
+            Ok(chunks::b_to_c::Object::BackupBlobWriteFailure(v)) => {
+                return Ok(Self::BackupBlobWriteFailure(v));
+            }
+            Ok(chunks::b_to_c::Object::BlockedByFirewall(v)) => {
+                return Ok(Self::BlockedByFirewall(v));
+            }
+            Ok(chunks::b_to_c::Object::CAMServerRefusedConnection(v)) => {
+                return Ok(Self::CAMServerRefusedConnection(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessFile(v)) => {
+                return Ok(Self::CannotAccessFile(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessLocalSource(v)) => {
+                return Ok(Self::CannotAccessLocalSource(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessNetwork(v)) => {
+                return Ok(Self::CannotAccessNetwork(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessVmComponent(v)) => {
+                return Ok(Self::CannotAccessVmComponent(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessVmConfig(v)) => {
+                return Ok(Self::CannotAccessVmConfig(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessVmDevice(v)) => {
+                return Ok(Self::CannotAccessVmDevice(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAccessVmDisk(v)) => {
+                return Ok(Self::CannotAccessVmDisk(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmAsStandalone(v)) => {
+                return Ok(Self::CannotAddHostWithFTVmAsStandalone(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToDifferentCluster(v)) => {
+                return Ok(Self::CannotAddHostWithFTVmToDifferentCluster(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotAddHostWithFTVmToNonHACluster(v)) => {
+                return Ok(Self::CannotAddHostWithFTVmToNonHACluster(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotChangeDrsBehaviorForFtSecondary(v)) => {
+                return Ok(Self::CannotChangeDrsBehaviorForFtSecondary(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotChangeHaSettingsForFtSecondary(v)) => {
+                return Ok(Self::CannotChangeHaSettingsForFtSecondary(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotChangeVsanClusterUuid(v)) => {
+                return Ok(Self::CannotChangeVsanClusterUuid(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotChangeVsanNodeUuid(v)) => {
+                return Ok(Self::CannotChangeVsanNodeUuid(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotComputeFTCompatibleHosts(v)) => {
+                return Ok(Self::CannotComputeFTCompatibleHosts(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotCreateFile(v)) => {
+                return Ok(Self::CannotCreateFile(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotDecryptPasswords(v)) => {
+                return Ok(Self::CannotDecryptPasswords(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotDeleteFile(v)) => {
+                return Ok(Self::CannotDeleteFile(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotDisableDrsOnClustersWithVApps(v)) => {
+                return Ok(Self::CannotDisableDrsOnClustersWithVApps(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotDisableSnapshot(v)) => {
+                return Ok(Self::CannotDisableSnapshot(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotDisconnectHostWithFaultToleranceVm(v)) => {
+                return Ok(Self::CannotDisconnectHostWithFaultToleranceVm(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotEnableVmcpForCluster(v)) => {
+                return Ok(Self::CannotEnableVmcpForCluster(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotModifyConfigCpuRequirements(v)) => {
+                return Ok(Self::CannotModifyConfigCpuRequirements(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotMoveFaultToleranceVm(v)) => {
+                return Ok(Self::CannotMoveFaultToleranceVm(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotMoveHostWithFaultToleranceVm(v)) => {
+                return Ok(Self::CannotMoveHostWithFaultToleranceVm(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotMoveVmWithDeltaDisk(v)) => {
+                return Ok(Self::CannotMoveVmWithDeltaDisk(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotMoveVmWithNativeDeltaDisk(v)) => {
+                return Ok(Self::CannotMoveVmWithNativeDeltaDisk(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotMoveVsanEnabledHost(v)) => {
+                return Ok(Self::CannotMoveVsanEnabledHost(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotPlaceWithoutPrerequisiteMoves(v)) => {
+                return Ok(Self::CannotPlaceWithoutPrerequisiteMoves(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotPowerOffVmInCluster(v)) => {
+                return Ok(Self::CannotPowerOffVmInCluster(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotReconfigureVsanWhenHaEnabled(v)) => {
+                return Ok(Self::CannotReconfigureVsanWhenHaEnabled(v));
+            }
+            Ok(chunks::b_to_c::Object::CannotUseNetwork(v)) => {
+                return Ok(Self::CannotUseNetwork(v));
+            }
+            Ok(chunks::b_to_c::Object::ClockSkew(v)) => return Ok(Self::ClockSkew(v)),
+            Ok(chunks::b_to_c::Object::CloneFromSnapshotNotSupported(v)) => {
+                return Ok(Self::CloneFromSnapshotNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::CollectorAddressUnset(v)) => {
+                return Ok(Self::CollectorAddressUnset(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::ConcurrentAccess(v)) => {
+                return Ok(Self::ConcurrentAccess(v));
+            }
+            Ok(chunks::c_3::Object::ConflictingConfiguration(v)) => {
+                return Ok(Self::ConflictingConfiguration(v));
+            }
+            Ok(chunks::c_3::Object::ConflictingDatastoreFound(v)) => {
+                return Ok(Self::ConflictingDatastoreFound(v));
+            }
+            Ok(chunks::c_3::Object::ConnectedIso(v)) => return Ok(Self::ConnectedIso(v)),
+            Ok(chunks::c_3::Object::CpuCompatibilityUnknown(v)) => {
+                return Ok(Self::CpuCompatibilityUnknown(v));
+            }
+            Ok(chunks::c_3::Object::CpuHotPlugNotSupported(v)) => {
+                return Ok(Self::CpuHotPlugNotSupported(v));
+            }
+            Ok(chunks::c_3::Object::CpuIncompatible(v)) => {
+                return Ok(Self::CpuIncompatible(v));
+            }
+            Ok(chunks::c_3::Object::CpuIncompatible1ECX(v)) => {
+                return Ok(Self::CpuIncompatible1ECX(v));
+            }
+            Ok(chunks::c_3::Object::CpuIncompatible81EDX(v)) => {
+                return Ok(Self::CpuIncompatible81EDX(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::c_4::Object>(object) {
+            Ok(chunks::c_4::Object::CustomizationFault(v)) => {
+                return Ok(Self::CustomizationFault(v));
+            }
+            Ok(chunks::c_4::Object::CustomizationPending(v)) => {
+                return Ok(Self::CustomizationPending(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortNotSupported(v)) => {
+                return Ok(Self::DVPortNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            Ok(chunks::d_2::Object::DasConfigFault(v)) => {
+                return Ok(Self::DasConfigFault(v));
+            }
+            Ok(chunks::d_2::Object::DatabaseError(v)) => {
+                return Ok(Self::DatabaseError(v));
+            }
+            Ok(chunks::d_2::Object::DatacenterMismatch(v)) => {
+                return Ok(Self::DatacenterMismatch(v));
+            }
+            Ok(chunks::d_2::Object::DatastoreNotWritableOnHost(v)) => {
+                return Ok(Self::DatastoreNotWritableOnHost(v));
+            }
+            Ok(chunks::d_2::Object::DeltaDiskFormatNotSupported(v)) => {
+                return Ok(Self::DeltaDiskFormatNotSupported(v));
+            }
+            Ok(chunks::d_2::Object::DestinationSwitchFull(v)) => {
+                return Ok(Self::DestinationSwitchFull(v));
+            }
+            Ok(chunks::d_2::Object::DestinationVsanDisabled(v)) => {
+                return Ok(Self::DestinationVsanDisabled(v));
+            }
+            Ok(chunks::d_2::Object::DeviceBackingNotSupported(v)) => {
+                return Ok(Self::DeviceBackingNotSupported(v));
+            }
+            Ok(chunks::d_2::Object::DeviceControllerNotSupported(v)) => {
+                return Ok(Self::DeviceControllerNotSupported(v));
+            }
+            Ok(chunks::d_2::Object::DeviceHotPlugNotSupported(v)) => {
+                return Ok(Self::DeviceHotPlugNotSupported(v));
+            }
+            Ok(chunks::d_2::Object::DeviceNotFound(v)) => {
+                return Ok(Self::DeviceNotFound(v));
+            }
+            Ok(chunks::d_2::Object::DeviceNotSupported(v)) => {
+                return Ok(Self::DeviceNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            Ok(chunks::d_3::Object::DeviceUnsupportedForVmPlatform(v)) => {
+                return Ok(Self::DeviceUnsupportedForVmPlatform(v));
+            }
+            Ok(chunks::d_3::Object::DeviceUnsupportedForVmVersion(v)) => {
+                return Ok(Self::DeviceUnsupportedForVmVersion(v));
+            }
+            Ok(chunks::d_3::Object::DigestNotSupported(v)) => {
+                return Ok(Self::DigestNotSupported(v));
+            }
+            Ok(chunks::d_3::Object::DirectoryNotEmpty(v)) => {
+                return Ok(Self::DirectoryNotEmpty(v));
+            }
+            Ok(chunks::d_3::Object::DisableAdminNotSupported(v)) => {
+                return Ok(Self::DisableAdminNotSupported(v));
+            }
+            Ok(chunks::d_3::Object::DisallowedChangeByService(v)) => {
+                return Ok(Self::DisallowedChangeByService(v));
+            }
+            Ok(chunks::d_3::Object::DisallowedDiskModeChange(v)) => {
+                return Ok(Self::DisallowedDiskModeChange(v));
+            }
+            Ok(chunks::d_3::Object::DisallowedMigrationDeviceAttached(v)) => {
+                return Ok(Self::DisallowedMigrationDeviceAttached(v));
+            }
+            Ok(chunks::d_3::Object::DisallowedOperationOnFailoverHost(v)) => {
+                return Ok(Self::DisallowedOperationOnFailoverHost(v));
+            }
+            Ok(chunks::d_3::Object::DisconnectedHostsBlockingEVC(v)) => {
+                return Ok(Self::DisconnectedHostsBlockingEVC(v));
+            }
+            Ok(chunks::d_3::Object::DiskHasPartitions(v)) => {
+                return Ok(Self::DiskHasPartitions(v));
+            }
+            Ok(chunks::d_3::Object::DiskIsLastRemainingNonSSD(v)) => {
+                return Ok(Self::DiskIsLastRemainingNonSSD(v));
+            }
+            Ok(chunks::d_3::Object::DiskIsNonLocal(v)) => {
+                return Ok(Self::DiskIsNonLocal(v));
+            }
+            Ok(chunks::d_3::Object::DiskIsUSB(v)) => return Ok(Self::DiskIsUSB(v)),
+            Ok(chunks::d_3::Object::DiskMoveTypeNotSupported(v)) => {
+                return Ok(Self::DiskMoveTypeNotSupported(v));
+            }
+            Ok(chunks::d_3::Object::DiskNotSupported(v)) => {
+                return Ok(Self::DiskNotSupported(v));
+            }
+            Ok(chunks::d_3::Object::DiskTooSmall(v)) => return Ok(Self::DiskTooSmall(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            Ok(chunks::d_4::Object::DomainNotFound(v)) => {
+                return Ok(Self::DomainNotFound(v));
+            }
+            Ok(chunks::d_4::Object::DrsDisabledOnVm(v)) => {
+                return Ok(Self::DrsDisabledOnVm(v));
+            }
+            Ok(chunks::d_4::Object::DrsVmotionIncompatibleFault(v)) => {
+                return Ok(Self::DrsVmotionIncompatibleFault(v));
+            }
+            Ok(chunks::d_4::Object::DuplicateDisks(v)) => {
+                return Ok(Self::DuplicateDisks(v));
+            }
+            Ok(chunks::d_4::Object::DuplicateName(v)) => {
+                return Ok(Self::DuplicateName(v));
+            }
+            Ok(chunks::d_4::Object::DuplicateVsanNetworkInterface(v)) => {
+                return Ok(Self::DuplicateVsanNetworkInterface(v));
+            }
+            Ok(chunks::d_4::Object::DvsApplyOperationFault(v)) => {
+                return Ok(Self::DvsApplyOperationFault(v));
+            }
+            Ok(chunks::d_4::Object::DvsFault(v)) => return Ok(Self::DvsFault(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsNotAuthorized(v)) => {
+                return Ok(Self::DvsNotAuthorized(v));
+            }
+            Ok(chunks::d_5::Object::DvsOperationBulkFault(v)) => {
+                return Ok(Self::DvsOperationBulkFault(v));
+            }
+            Ok(chunks::d_5::Object::DvsScopeViolated(v)) => {
+                return Ok(Self::DvsScopeViolated(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e::Object>(object) {
+            Ok(chunks::e::Object::EVCAdmissionFailed(v)) => {
+                return Ok(Self::EVCAdmissionFailed(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUFeaturesForMode(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUFeaturesForMode(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUModel(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUModel(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUModelForMode(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUModelForMode(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendor(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUVendor(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedCPUVendorUnknown(v)) => {
+                return Ok(Self::EVCAdmissionFailedCPUVendorUnknown(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedHostDisconnected(v)) => {
+                return Ok(Self::EVCAdmissionFailedHostDisconnected(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftware(v)) => {
+                return Ok(Self::EVCAdmissionFailedHostSoftware(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedHostSoftwareForMode(v)) => {
+                return Ok(Self::EVCAdmissionFailedHostSoftwareForMode(v));
+            }
+            Ok(chunks::e::Object::EVCAdmissionFailedVmActive(v)) => {
+                return Ok(Self::EVCAdmissionFailedVmActive(v));
+            }
+            Ok(chunks::e::Object::EVCConfigFault(v)) => {
+                return Ok(Self::EVCConfigFault(v));
+            }
+            Ok(chunks::e::Object::EVCModeIllegalByVendor(v)) => {
+                return Ok(Self::EVCModeIllegalByVendor(v));
+            }
+            Ok(chunks::e::Object::EVCModeUnsupportedByHosts(v)) => {
+                return Ok(Self::EVCModeUnsupportedByHosts(v));
+            }
+            Ok(chunks::e::Object::EVCUnsupportedByHostHardware(v)) => {
+                return Ok(Self::EVCUnsupportedByHostHardware(v));
+            }
+            Ok(chunks::e::Object::EVCUnsupportedByHostSoftware(v)) => {
+                return Ok(Self::EVCUnsupportedByHostSoftware(v));
+            }
+            Ok(chunks::e::Object::EightHostLimitViolated(v)) => {
+                return Ok(Self::EightHostLimitViolated(v));
+            }
+            Ok(chunks::e::Object::EncryptionKeyRequired(v)) => {
+                return Ok(Self::EncryptionKeyRequired(v));
+            }
+            Ok(chunks::e::Object::ExpiredAddonLicense(v)) => {
+                return Ok(Self::ExpiredAddonLicense(v));
+            }
+            Ok(chunks::e::Object::ExpiredEditionLicense(v)) => {
+                return Ok(Self::ExpiredEditionLicense(v));
+            }
+            Ok(chunks::e::Object::ExpiredFeatureLicense(v)) => {
+                return Ok(Self::ExpiredFeatureLicense(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::ExtendedFault(v)) => {
+                return Ok(Self::ExtendedFault(v));
+            }
+            Ok(chunks::e_to_f::Object::FailToEnableSPBM(v)) => {
+                return Ok(Self::FailToEnableSPBM(v));
+            }
+            Ok(chunks::e_to_f::Object::FailToLockFaultToleranceVMs(v)) => {
+                return Ok(Self::FailToLockFaultToleranceVMs(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceAntiAffinityViolated(v)) => {
+                return Ok(Self::FaultToleranceAntiAffinityViolated(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceCannotEditMem(v)) => {
+                return Ok(Self::FaultToleranceCannotEditMem(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceCpuIncompatible(v)) => {
+                return Ok(Self::FaultToleranceCpuIncompatible(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceNeedsThickDisk(v)) => {
+                return Ok(Self::FaultToleranceNeedsThickDisk(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceNotLicensed(v)) => {
+                return Ok(Self::FaultToleranceNotLicensed(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceNotSameBuild(v)) => {
+                return Ok(Self::FaultToleranceNotSameBuild(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultTolerancePrimaryPowerOnNotAttempted(v)) => {
+                return Ok(Self::FaultTolerancePrimaryPowerOnNotAttempted(v));
+            }
+            Ok(chunks::e_to_f::Object::FaultToleranceVmNotDasProtected(v)) => {
+                return Ok(Self::FaultToleranceVmNotDasProtected(v));
+            }
+            Ok(chunks::e_to_f::Object::FcoeFault(v)) => return Ok(Self::FcoeFault(v)),
+            Ok(chunks::e_to_f::Object::FcoeFaultPnicHasNoPortSet(v)) => {
+                return Ok(Self::FcoeFaultPnicHasNoPortSet(v));
+            }
+            Ok(chunks::e_to_f::Object::FeatureRequirementsNotMet(v)) => {
+                return Ok(Self::FeatureRequirementsNotMet(v));
+            }
+            Ok(chunks::e_to_f::Object::FileAlreadyExists(v)) => {
+                return Ok(Self::FileAlreadyExists(v));
+            }
+            Ok(chunks::e_to_f::Object::FileBackedPortNotSupported(v)) => {
+                return Ok(Self::FileBackedPortNotSupported(v));
+            }
+            Ok(chunks::e_to_f::Object::FileFault(v)) => return Ok(Self::FileFault(v)),
+            Ok(chunks::e_to_f::Object::FileLocked(v)) => return Ok(Self::FileLocked(v)),
+            Ok(chunks::e_to_f::Object::FileNameTooLong(v)) => {
+                return Ok(Self::FileNameTooLong(v));
+            }
+            Ok(chunks::e_to_f::Object::FileNotFound(v)) => {
+                return Ok(Self::FileNotFound(v));
+            }
+            Ok(chunks::e_to_f::Object::FileNotWritable(v)) => {
+                return Ok(Self::FileNotWritable(v));
+            }
+            Ok(chunks::e_to_f::Object::FileTooLarge(v)) => {
+                return Ok(Self::FileTooLarge(v));
+            }
+            Ok(chunks::e_to_f::Object::FilesystemQuiesceFault(v)) => {
+                return Ok(Self::FilesystemQuiesceFault(v));
+            }
+            Ok(chunks::e_to_f::Object::FilterInUse(v)) => return Ok(Self::FilterInUse(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::f_to_g::Object>(object) {
+            Ok(chunks::f_to_g::Object::FtIssuesOnHost(v)) => {
+                return Ok(Self::FtIssuesOnHost(v));
+            }
+            Ok(chunks::f_to_g::Object::FtVmHostRuleViolation(v)) => {
+                return Ok(Self::FtVmHostRuleViolation(v));
+            }
+            Ok(chunks::f_to_g::Object::FullStorageVMotionNotSupported(v)) => {
+                return Ok(Self::FullStorageVMotionNotSupported(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayConnectFault(v)) => {
+                return Ok(Self::GatewayConnectFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayHostNotReachable(v)) => {
+                return Ok(Self::GatewayHostNotReachable(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayNotFound(v)) => {
+                return Ok(Self::GatewayNotFound(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayNotReachable(v)) => {
+                return Ok(Self::GatewayNotReachable(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayOperationRefused(v)) => {
+                return Ok(Self::GatewayOperationRefused(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayToHostAuthFault(v)) => {
+                return Ok(Self::GatewayToHostAuthFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayToHostConnectFault(v)) => {
+                return Ok(Self::GatewayToHostConnectFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GatewayToHostTrustVerifyFault(v)) => {
+                return Ok(Self::GatewayToHostTrustVerifyFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GenericDrsFault(v)) => {
+                return Ok(Self::GenericDrsFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GenericVmConfigFault(v)) => {
+                return Ok(Self::GenericVmConfigFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GuestAuthenticationChallenge(v)) => {
+                return Ok(Self::GuestAuthenticationChallenge(v));
+            }
+            Ok(chunks::f_to_g::Object::GuestComponentsOutOfDate(v)) => {
+                return Ok(Self::GuestComponentsOutOfDate(v));
+            }
+            Ok(chunks::f_to_g::Object::GuestMultipleMappings(v)) => {
+                return Ok(Self::GuestMultipleMappings(v));
+            }
+            Ok(chunks::f_to_g::Object::GuestOperationsFault(v)) => {
+                return Ok(Self::GuestOperationsFault(v));
+            }
+            Ok(chunks::f_to_g::Object::GuestOperationsUnavailable(v)) => {
+                return Ok(Self::GuestOperationsUnavailable(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::g::Object>(object) {
+            Ok(chunks::g::Object::GuestPermissionDenied(v)) => {
+                return Ok(Self::GuestPermissionDenied(v));
+            }
+            Ok(chunks::g::Object::GuestProcessNotFound(v)) => {
+                return Ok(Self::GuestProcessNotFound(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryFault(v)) => {
+                return Ok(Self::GuestRegistryFault(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryKeyAlreadyExists(v)) => {
+                return Ok(Self::GuestRegistryKeyAlreadyExists(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryKeyFault(v)) => {
+                return Ok(Self::GuestRegistryKeyFault(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryKeyHasSubkeys(v)) => {
+                return Ok(Self::GuestRegistryKeyHasSubkeys(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryKeyInvalid(v)) => {
+                return Ok(Self::GuestRegistryKeyInvalid(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryKeyParentVolatile(v)) => {
+                return Ok(Self::GuestRegistryKeyParentVolatile(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryValueFault(v)) => {
+                return Ok(Self::GuestRegistryValueFault(v));
+            }
+            Ok(chunks::g::Object::GuestRegistryValueNotFound(v)) => {
+                return Ok(Self::GuestRegistryValueNotFound(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_1::Object>(object) {
+            Ok(chunks::h_1::Object::HAErrorsAtDest(v)) => {
+                return Ok(Self::HAErrorsAtDest(v));
+            }
+            Ok(chunks::h_1::Object::HeterogenousHostsBlockingEVC(v)) => {
+                return Ok(Self::HeterogenousHostsBlockingEVC(v));
+            }
+            Ok(chunks::h_1::Object::HostAccessRestrictedToManagementServer(v)) => {
+                return Ok(Self::HostAccessRestrictedToManagementServer(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            Ok(chunks::h_10::Object::HotSnapshotMoveNotSupported(v)) => {
+                return Ok(Self::HotSnapshotMoveNotSupported(v));
+            }
+            Ok(chunks::h_10::Object::HttpFault(v)) => return Ok(Self::HttpFault(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_2::Object>(object) {
+            Ok(chunks::h_2::Object::HostCommunication(v)) => {
+                return Ok(Self::HostCommunication(v));
+            }
+            Ok(chunks::h_2::Object::HostConfigFailed(v)) => {
+                return Ok(Self::HostConfigFailed(v));
+            }
+            Ok(chunks::h_2::Object::HostConfigFault(v)) => {
+                return Ok(Self::HostConfigFault(v));
+            }
+            Ok(chunks::h_2::Object::HostConnectFault(v)) => {
+                return Ok(Self::HostConnectFault(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostHasComponentFailure(v)) => {
+                return Ok(Self::HostHasComponentFailure(v));
+            }
+            Ok(chunks::h_4::Object::HostInDomain(v)) => return Ok(Self::HostInDomain(v)),
+            Ok(chunks::h_4::Object::HostIncompatibleForFaultTolerance(v)) => {
+                return Ok(Self::HostIncompatibleForFaultTolerance(v));
+            }
+            Ok(chunks::h_4::Object::HostIncompatibleForRecordReplay(v)) => {
+                return Ok(Self::HostIncompatibleForRecordReplay(v));
+            }
+            Ok(chunks::h_4::Object::HostInventoryFull(v)) => {
+                return Ok(Self::HostInventoryFull(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_6::Object>(object) {
+            Ok(chunks::h_6::Object::HostNotConnected(v)) => {
+                return Ok(Self::HostNotConnected(v));
+            }
+            Ok(chunks::h_6::Object::HostNotReachable(v)) => {
+                return Ok(Self::HostNotReachable(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostPowerOpFailed(v)) => {
+                return Ok(Self::HostPowerOpFailed(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostSpecificationOperationFailed(v)) => {
+                return Ok(Self::HostSpecificationOperationFailed(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
+            Ok(chunks::i_1::Object::IDEDiskNotSupported(v)) => {
+                return Ok(Self::IDEDiskNotSupported(v));
+            }
+            Ok(chunks::i_1::Object::IORMNotSupportedHostOnDatastore(v)) => {
+                return Ok(Self::IORMNotSupportedHostOnDatastore(v));
+            }
+            Ok(chunks::i_1::Object::ImportHostAddFailure(v)) => {
+                return Ok(Self::ImportHostAddFailure(v));
+            }
+            Ok(chunks::i_1::Object::ImportOperationBulkFault(v)) => {
+                return Ok(Self::ImportOperationBulkFault(v));
+            }
+            Ok(chunks::i_1::Object::InUseFeatureManipulationDisallowed(v)) => {
+                return Ok(Self::InUseFeatureManipulationDisallowed(v));
+            }
+            Ok(chunks::i_1::Object::InaccessibleDatastore(v)) => {
+                return Ok(Self::InaccessibleDatastore(v));
+            }
+            Ok(chunks::i_1::Object::InaccessibleFTMetadataDatastore(v)) => {
+                return Ok(Self::InaccessibleFTMetadataDatastore(v));
+            }
+            Ok(chunks::i_1::Object::InaccessibleVFlashSource(v)) => {
+                return Ok(Self::InaccessibleVFlashSource(v));
+            }
+            Ok(chunks::i_1::Object::IncompatibleDefaultDevice(v)) => {
+                return Ok(Self::IncompatibleDefaultDevice(v));
+            }
+            Ok(chunks::i_1::Object::IncompatibleHostForFtSecondary(v)) => {
+                return Ok(Self::IncompatibleHostForFtSecondary(v));
+            }
+            Ok(chunks::i_1::Object::IncompatibleHostForVmReplication(v)) => {
+                return Ok(Self::IncompatibleHostForVmReplication(v));
+            }
+            Ok(chunks::i_1::Object::IncompatibleSetting(v)) => {
+                return Ok(Self::IncompatibleSetting(v));
+            }
+            Ok(chunks::i_1::Object::IncorrectFileType(v)) => {
+                return Ok(Self::IncorrectFileType(v));
+            }
+            Ok(chunks::i_1::Object::IncorrectHostInformation(v)) => {
+                return Ok(Self::IncorrectHostInformation(v));
+            }
+            Ok(chunks::i_1::Object::IndependentDiskVMotionNotSupported(v)) => {
+                return Ok(Self::IndependentDiskVMotionNotSupported(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientAgentVmsDeployed(v)) => {
+                return Ok(Self::InsufficientAgentVmsDeployed(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientCpuResourcesFault(v)) => {
+                return Ok(Self::InsufficientCpuResourcesFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientDisks(v)) => {
+                return Ok(Self::InsufficientDisks(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientFailoverResourcesFault(v)) => {
+                return Ok(Self::InsufficientFailoverResourcesFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientGraphicsResourcesFault(v)) => {
+                return Ok(Self::InsufficientGraphicsResourcesFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientHostCapacityFault(v)) => {
+                return Ok(Self::InsufficientHostCapacityFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientHostCpuCapacityFault(v)) => {
+                return Ok(Self::InsufficientHostCpuCapacityFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientHostMemoryCapacityFault(v)) => {
+                return Ok(Self::InsufficientHostMemoryCapacityFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientMemoryResourcesFault(v)) => {
+                return Ok(Self::InsufficientMemoryResourcesFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientNetworkCapacity(v)) => {
+                return Ok(Self::InsufficientNetworkCapacity(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientNetworkResourcePoolCapacity(v)) => {
+                return Ok(Self::InsufficientNetworkResourcePoolCapacity(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientPerCpuCapacity(v)) => {
+                return Ok(Self::InsufficientPerCpuCapacity(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientResourcesFault(v)) => {
+                return Ok(Self::InsufficientResourcesFault(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientStandbyCpuResource(v)) => {
+                return Ok(Self::InsufficientStandbyCpuResource(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientStandbyMemoryResource(v)) => {
+                return Ok(Self::InsufficientStandbyMemoryResource(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientStandbyResource(v)) => {
+                return Ok(Self::InsufficientStandbyResource(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientStorageIops(v)) => {
+                return Ok(Self::InsufficientStorageIops(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientStorageSpace(v)) => {
+                return Ok(Self::InsufficientStorageSpace(v));
+            }
+            Ok(chunks::i_1::Object::InsufficientVFlashResourcesFault(v)) => {
+                return Ok(Self::InsufficientVFlashResourcesFault(v));
+            }
+            Ok(chunks::i_1::Object::InvalidAffinitySettingFault(v)) => {
+                return Ok(Self::InvalidAffinitySettingFault(v));
+            }
+            Ok(chunks::i_1::Object::InvalidArgument(v)) => {
+                return Ok(Self::InvalidArgument(v));
+            }
+            Ok(chunks::i_1::Object::InvalidBmcRole(v)) => {
+                return Ok(Self::InvalidBmcRole(v));
+            }
+            Ok(chunks::i_1::Object::InvalidBundle(v)) => {
+                return Ok(Self::InvalidBundle(v));
+            }
+            Ok(chunks::i_1::Object::InvalidCAMCertificate(v)) => {
+                return Ok(Self::InvalidCAMCertificate(v));
+            }
+            Ok(chunks::i_1::Object::InvalidCAMServer(v)) => {
+                return Ok(Self::InvalidCAMServer(v));
+            }
+            Ok(chunks::i_1::Object::InvalidClientCertificate(v)) => {
+                return Ok(Self::InvalidClientCertificate(v));
+            }
+            Ok(chunks::i_1::Object::InvalidCollectorVersion(v)) => {
+                return Ok(Self::InvalidCollectorVersion(v));
+            }
+            Ok(chunks::i_1::Object::InvalidController(v)) => {
+                return Ok(Self::InvalidController(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDasConfigArgument(v)) => {
+                return Ok(Self::InvalidDasConfigArgument(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDasRestartPriorityForFtVm(v)) => {
+                return Ok(Self::InvalidDasRestartPriorityForFtVm(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDatastore(v)) => {
+                return Ok(Self::InvalidDatastore(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDatastorePath(v)) => {
+                return Ok(Self::InvalidDatastorePath(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDatastoreState(v)) => {
+                return Ok(Self::InvalidDatastoreState(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDeviceBacking(v)) => {
+                return Ok(Self::InvalidDeviceBacking(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDeviceOperation(v)) => {
+                return Ok(Self::InvalidDeviceOperation(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDeviceSpec(v)) => {
+                return Ok(Self::InvalidDeviceSpec(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDiskFormat(v)) => {
+                return Ok(Self::InvalidDiskFormat(v));
+            }
+            Ok(chunks::i_1::Object::InvalidDrsBehaviorForFtVm(v)) => {
+                return Ok(Self::InvalidDrsBehaviorForFtVm(v));
+            }
+            Ok(chunks::i_1::Object::InvalidEditionLicense(v)) => {
+                return Ok(Self::InvalidEditionLicense(v));
+            }
+            Ok(chunks::i_1::Object::InvalidEvent(v)) => return Ok(Self::InvalidEvent(v)),
+            Ok(chunks::i_1::Object::InvalidFolder(v)) => {
+                return Ok(Self::InvalidFolder(v));
+            }
+            Ok(chunks::i_1::Object::InvalidFormat(v)) => {
+                return Ok(Self::InvalidFormat(v));
+            }
+            Ok(chunks::i_1::Object::InvalidGuestLogin(v)) => {
+                return Ok(Self::InvalidGuestLogin(v));
+            }
+            Ok(chunks::i_1::Object::InvalidHostConnectionState(v)) => {
+                return Ok(Self::InvalidHostConnectionState(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_2::Object>(object) {
+            Ok(chunks::i_2::Object::InvalidHostName(v)) => {
+                return Ok(Self::InvalidHostName(v));
+            }
+            Ok(chunks::i_2::Object::InvalidHostState(v)) => {
+                return Ok(Self::InvalidHostState(v));
+            }
+            Ok(chunks::i_2::Object::InvalidIndexArgument(v)) => {
+                return Ok(Self::InvalidIndexArgument(v));
+            }
+            Ok(chunks::i_2::Object::InvalidIpfixConfig(v)) => {
+                return Ok(Self::InvalidIpfixConfig(v));
+            }
+            Ok(chunks::i_2::Object::InvalidIpmiLoginInfo(v)) => {
+                return Ok(Self::InvalidIpmiLoginInfo(v));
+            }
+            Ok(chunks::i_2::Object::InvalidIpmiMacAddress(v)) => {
+                return Ok(Self::InvalidIpmiMacAddress(v));
+            }
+            Ok(chunks::i_2::Object::InvalidLicense(v)) => {
+                return Ok(Self::InvalidLicense(v));
+            }
+            Ok(chunks::i_2::Object::InvalidLocale(v)) => {
+                return Ok(Self::InvalidLocale(v));
+            }
+            Ok(chunks::i_2::Object::InvalidLogin(v)) => return Ok(Self::InvalidLogin(v)),
+            Ok(chunks::i_2::Object::InvalidName(v)) => return Ok(Self::InvalidName(v)),
+            Ok(chunks::i_2::Object::InvalidNasCredentials(v)) => {
+                return Ok(Self::InvalidNasCredentials(v));
+            }
+            Ok(chunks::i_2::Object::InvalidNetworkInType(v)) => {
+                return Ok(Self::InvalidNetworkInType(v));
+            }
+            Ok(chunks::i_2::Object::InvalidNetworkResource(v)) => {
+                return Ok(Self::InvalidNetworkResource(v));
+            }
+            Ok(chunks::i_2::Object::InvalidOperationOnSecondaryVm(v)) => {
+                return Ok(Self::InvalidOperationOnSecondaryVm(v));
+            }
+            Ok(chunks::i_2::Object::InvalidPowerState(v)) => {
+                return Ok(Self::InvalidPowerState(v));
+            }
+            Ok(chunks::i_2::Object::InvalidPrivilege(v)) => {
+                return Ok(Self::InvalidPrivilege(v));
+            }
+            Ok(chunks::i_2::Object::InvalidProfileReferenceHost(v)) => {
+                return Ok(Self::InvalidProfileReferenceHost(v));
+            }
+            Ok(chunks::i_2::Object::InvalidProperty(v)) => {
+                return Ok(Self::InvalidProperty(v));
+            }
+            Ok(chunks::i_2::Object::InvalidPropertyType(v)) => {
+                return Ok(Self::InvalidPropertyType(v));
+            }
+            Ok(chunks::i_2::Object::InvalidPropertyValue(v)) => {
+                return Ok(Self::InvalidPropertyValue(v));
+            }
+            Ok(chunks::i_2::Object::InvalidRequest(v)) => {
+                return Ok(Self::InvalidRequest(v));
+            }
+            Ok(chunks::i_2::Object::InvalidResourcePoolStructureFault(v)) => {
+                return Ok(Self::InvalidResourcePoolStructureFault(v));
+            }
+            Ok(chunks::i_2::Object::InvalidScheduledTask(v)) => {
+                return Ok(Self::InvalidScheduledTask(v));
+            }
+            Ok(chunks::i_2::Object::InvalidSnapshotFormat(v)) => {
+                return Ok(Self::InvalidSnapshotFormat(v));
+            }
+            Ok(chunks::i_2::Object::InvalidState(v)) => return Ok(Self::InvalidState(v)),
+            Ok(chunks::i_2::Object::InvalidToken(v)) => return Ok(Self::InvalidToken(v)),
+            Ok(chunks::i_2::Object::InvalidType(v)) => return Ok(Self::InvalidType(v)),
+            Ok(chunks::i_2::Object::InvalidVmConfig(v)) => {
+                return Ok(Self::InvalidVmConfig(v));
+            }
+            Ok(chunks::i_2::Object::InvalidVmState(v)) => {
+                return Ok(Self::InvalidVmState(v));
+            }
+            Ok(chunks::i_2::Object::InventoryHasStandardAloneHosts(v)) => {
+                return Ok(Self::InventoryHasStandardAloneHosts(v));
+            }
+            Ok(chunks::i_2::Object::IpHostnameGeneratorError(v)) => {
+                return Ok(Self::IpHostnameGeneratorError(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFault(v)) => return Ok(Self::IscsiFault(v)),
+            Ok(chunks::i_2::Object::IscsiFaultInvalidVnic(v)) => {
+                return Ok(Self::IscsiFaultInvalidVnic(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultPnicInUse(v)) => {
+                return Ok(Self::IscsiFaultPnicInUse(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicAlreadyBound(v)) => {
+                return Ok(Self::IscsiFaultVnicAlreadyBound(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasActivePaths(v)) => {
+                return Ok(Self::IscsiFaultVnicHasActivePaths(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasMultipleUplinks(v)) => {
+                return Ok(Self::IscsiFaultVnicHasMultipleUplinks(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasNoUplinks(v)) => {
+                return Ok(Self::IscsiFaultVnicHasNoUplinks(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicHasWrongUplink(v)) => {
+                return Ok(Self::IscsiFaultVnicHasWrongUplink(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicInUse(v)) => {
+                return Ok(Self::IscsiFaultVnicInUse(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicIsLastPath(v)) => {
+                return Ok(Self::IscsiFaultVnicIsLastPath(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicNotBound(v)) => {
+                return Ok(Self::IscsiFaultVnicNotBound(v));
+            }
+            Ok(chunks::i_2::Object::IscsiFaultVnicNotFound(v)) => {
+                return Ok(Self::IscsiFaultVnicNotFound(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::j_to_l::Object>(object) {
+            Ok(chunks::j_to_l::Object::KeyNotFound(v)) => return Ok(Self::KeyNotFound(v)),
+            Ok(chunks::j_to_l::Object::LargeRDMConversionNotSupported(v)) => {
+                return Ok(Self::LargeRDMConversionNotSupported(v));
+            }
+            Ok(chunks::j_to_l::Object::LargeRDMNotSupportedOnDatastore(v)) => {
+                return Ok(Self::LargeRDMNotSupportedOnDatastore(v));
+            }
+            Ok(chunks::j_to_l::Object::LegacyNetworkInterfaceInUse(v)) => {
+                return Ok(Self::LegacyNetworkInterfaceInUse(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseAssignmentFailed(v)) => {
+                return Ok(Self::LicenseAssignmentFailed(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseDowngradeDisallowed(v)) => {
+                return Ok(Self::LicenseDowngradeDisallowed(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseEntityNotFound(v)) => {
+                return Ok(Self::LicenseEntityNotFound(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseExpired(v)) => {
+                return Ok(Self::LicenseExpired(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseKeyEntityMismatch(v)) => {
+                return Ok(Self::LicenseKeyEntityMismatch(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseRestricted(v)) => {
+                return Ok(Self::LicenseRestricted(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseServerUnavailable(v)) => {
+                return Ok(Self::LicenseServerUnavailable(v));
+            }
+            Ok(chunks::j_to_l::Object::LicenseSourceUnavailable(v)) => {
+                return Ok(Self::LicenseSourceUnavailable(v));
+            }
+            Ok(chunks::j_to_l::Object::LimitExceeded(v)) => {
+                return Ok(Self::LimitExceeded(v));
+            }
+            Ok(chunks::j_to_l::Object::LinuxVolumeNotClean(v)) => {
+                return Ok(Self::LinuxVolumeNotClean(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
+            Ok(chunks::l_to_m::Object::LogBundlingFailed(v)) => {
+                return Ok(Self::LogBundlingFailed(v));
+            }
+            Ok(chunks::l_to_m::Object::MaintenanceModeFileMove(v)) => {
+                return Ok(Self::MaintenanceModeFileMove(v));
+            }
+            Ok(chunks::l_to_m::Object::ManagedObjectNotFound(v)) => {
+                return Ok(Self::ManagedObjectNotFound(v));
+            }
+            Ok(chunks::l_to_m::Object::MemoryFileFormatNotSupportedByDatastore(v)) => {
+                return Ok(Self::MemoryFileFormatNotSupportedByDatastore(v));
+            }
+            Ok(chunks::l_to_m::Object::MemoryHotPlugNotSupported(v)) => {
+                return Ok(Self::MemoryHotPlugNotSupported(v));
+            }
+            Ok(chunks::l_to_m::Object::MemorySizeNotRecommended(v)) => {
+                return Ok(Self::MemorySizeNotRecommended(v));
+            }
+            Ok(chunks::l_to_m::Object::MemorySizeNotSupported(v)) => {
+                return Ok(Self::MemorySizeNotSupported(v));
+            }
+            Ok(chunks::l_to_m::Object::MemorySizeNotSupportedByDatastore(v)) => {
+                return Ok(Self::MemorySizeNotSupportedByDatastore(v));
+            }
+            Ok(chunks::l_to_m::Object::MemorySnapshotOnIndependentDisk(v)) => {
+                return Ok(Self::MemorySnapshotOnIndependentDisk(v));
+            }
+            Ok(chunks::l_to_m::Object::MethodAlreadyDisabledFault(v)) => {
+                return Ok(Self::MethodAlreadyDisabledFault(v));
+            }
+            Ok(chunks::l_to_m::Object::MethodDisabled(v)) => {
+                return Ok(Self::MethodDisabled(v));
+            }
+            Ok(chunks::l_to_m::Object::MethodNotFound(v)) => {
+                return Ok(Self::MethodNotFound(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationDisabled(v)) => {
+                return Ok(Self::MigrationDisabled(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationFault(v)) => {
+                return Ok(Self::MigrationFault(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationFeatureNotSupported(v)) => {
+                return Ok(Self::MigrationFeatureNotSupported(v));
+            }
+            Ok(chunks::l_to_m::Object::MigrationNotReady(v)) => {
+                return Ok(Self::MigrationNotReady(v));
+            }
+            Ok(chunks::l_to_m::Object::MismatchedBundle(v)) => {
+                return Ok(Self::MismatchedBundle(v));
+            }
+            Ok(chunks::l_to_m::Object::MismatchedNetworkPolicies(v)) => {
+                return Ok(Self::MismatchedNetworkPolicies(v));
+            }
+            Ok(chunks::l_to_m::Object::MismatchedVMotionNetworkNames(v)) => {
+                return Ok(Self::MismatchedVMotionNetworkNames(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingBmcSupport(v)) => {
+                return Ok(Self::MissingBmcSupport(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingController(v)) => {
+                return Ok(Self::MissingController(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingIpPool(v)) => {
+                return Ok(Self::MissingIpPool(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingLinuxCustResources(v)) => {
+                return Ok(Self::MissingLinuxCustResources(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingNetworkIpConfig(v)) => {
+                return Ok(Self::MissingNetworkIpConfig(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingPowerOffConfiguration(v)) => {
+                return Ok(Self::MissingPowerOffConfiguration(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingPowerOnConfiguration(v)) => {
+                return Ok(Self::MissingPowerOnConfiguration(v));
+            }
+            Ok(chunks::l_to_m::Object::MissingWindowsCustResources(v)) => {
+                return Ok(Self::MissingWindowsCustResources(v));
+            }
+            Ok(chunks::l_to_m::Object::MksConnectionLimitReached(v)) => {
+                return Ok(Self::MksConnectionLimitReached(v));
+            }
+            Ok(chunks::l_to_m::Object::MountError(v)) => return Ok(Self::MountError(v)),
+            Ok(chunks::l_to_m::Object::MultiWriterNotSupported(v)) => {
+                return Ok(Self::MultiWriterNotSupported(v));
+            }
+            Ok(chunks::l_to_m::Object::MultipleCertificatesVerifyFault(v)) => {
+                return Ok(Self::MultipleCertificatesVerifyFault(v));
+            }
+            Ok(chunks::l_to_m::Object::MultipleSnapshotsNotSupported(v)) => {
+                return Ok(Self::MultipleSnapshotsNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NamespaceFull(v)) => {
+                return Ok(Self::NamespaceFull(v));
+            }
+            Ok(chunks::n_1::Object::NamespaceLimitReached(v)) => {
+                return Ok(Self::NamespaceLimitReached(v));
+            }
+            Ok(chunks::n_1::Object::NamespaceWriteProtected(v)) => {
+                return Ok(Self::NamespaceWriteProtected(v));
+            }
+            Ok(chunks::n_1::Object::NasConfigFault(v)) => {
+                return Ok(Self::NasConfigFault(v));
+            }
+            Ok(chunks::n_1::Object::NasConnectionLimitReached(v)) => {
+                return Ok(Self::NasConnectionLimitReached(v));
+            }
+            Ok(chunks::n_1::Object::NasSessionCredentialConflict(v)) => {
+                return Ok(Self::NasSessionCredentialConflict(v));
+            }
+            Ok(chunks::n_1::Object::NasVolumeNotMounted(v)) => {
+                return Ok(Self::NasVolumeNotMounted(v));
+            }
+            Ok(chunks::n_1::Object::NetworkCopyFault(v)) => {
+                return Ok(Self::NetworkCopyFault(v));
+            }
+            Ok(chunks::n_1::Object::NetworkDisruptedAndConfigRolledBack(v)) => {
+                return Ok(Self::NetworkDisruptedAndConfigRolledBack(v));
+            }
+            Ok(chunks::n_1::Object::NetworkInaccessible(v)) => {
+                return Ok(Self::NetworkInaccessible(v));
+            }
+            Ok(chunks::n_1::Object::NetworksMayNotBeTheSame(v)) => {
+                return Ok(Self::NetworksMayNotBeTheSame(v));
+            }
+            Ok(chunks::n_1::Object::NicSettingMismatch(v)) => {
+                return Ok(Self::NicSettingMismatch(v));
+            }
+            Ok(chunks::n_1::Object::NoActiveHostInCluster(v)) => {
+                return Ok(Self::NoActiveHostInCluster(v));
+            }
+            Ok(chunks::n_1::Object::NoAvailableIp(v)) => {
+                return Ok(Self::NoAvailableIp(v));
+            }
+            Ok(chunks::n_1::Object::NoClientCertificate(v)) => {
+                return Ok(Self::NoClientCertificate(v));
+            }
+            Ok(chunks::n_1::Object::NoCompatibleDatastore(v)) => {
+                return Ok(Self::NoCompatibleDatastore(v));
+            }
+            Ok(chunks::n_1::Object::NoCompatibleHardAffinityHost(v)) => {
+                return Ok(Self::NoCompatibleHardAffinityHost(v));
+            }
+            Ok(chunks::n_1::Object::NoCompatibleHost(v)) => {
+                return Ok(Self::NoCompatibleHost(v));
+            }
+            Ok(chunks::n_1::Object::NoCompatibleHostWithAccessToDevice(v)) => {
+                return Ok(Self::NoCompatibleHostWithAccessToDevice(v));
+            }
+            Ok(chunks::n_1::Object::NoCompatibleSoftAffinityHost(v)) => {
+                return Ok(Self::NoCompatibleSoftAffinityHost(v));
+            }
+            Ok(chunks::n_1::Object::NoConnectedDatastore(v)) => {
+                return Ok(Self::NoConnectedDatastore(v));
+            }
+            Ok(chunks::n_1::Object::NoDiskFound(v)) => return Ok(Self::NoDiskFound(v)),
+            Ok(chunks::n_1::Object::NoDiskSpace(v)) => return Ok(Self::NoDiskSpace(v)),
+            Ok(chunks::n_1::Object::NoDisksToCustomize(v)) => {
+                return Ok(Self::NoDisksToCustomize(v));
+            }
+            Ok(chunks::n_1::Object::NoGateway(v)) => return Ok(Self::NoGateway(v)),
+            Ok(chunks::n_1::Object::NoGuestHeartbeat(v)) => {
+                return Ok(Self::NoGuestHeartbeat(v));
+            }
+            Ok(chunks::n_1::Object::NoHost(v)) => return Ok(Self::NoHost(v)),
+            Ok(chunks::n_1::Object::NoHostSuitableForFtSecondary(v)) => {
+                return Ok(Self::NoHostSuitableForFtSecondary(v));
+            }
+            Ok(chunks::n_1::Object::NoLicenseServerConfigured(v)) => {
+                return Ok(Self::NoLicenseServerConfigured(v));
+            }
+            Ok(chunks::n_1::Object::NoPeerHostFound(v)) => {
+                return Ok(Self::NoPeerHostFound(v));
+            }
+            Ok(chunks::n_1::Object::NoPermission(v)) => return Ok(Self::NoPermission(v)),
+            Ok(chunks::n_1::Object::NoPermissionOnAD(v)) => {
+                return Ok(Self::NoPermissionOnAD(v));
+            }
+            Ok(chunks::n_1::Object::NoPermissionOnHost(v)) => {
+                return Ok(Self::NoPermissionOnHost(v));
+            }
+            Ok(chunks::n_1::Object::NoPermissionOnNasVolume(v)) => {
+                return Ok(Self::NoPermissionOnNasVolume(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            Ok(chunks::n_2::Object::NoSubjectName(v)) => {
+                return Ok(Self::NoSubjectName(v));
+            }
+            Ok(chunks::n_2::Object::NoVcManagedIpConfigured(v)) => {
+                return Ok(Self::NoVcManagedIpConfigured(v));
+            }
+            Ok(chunks::n_2::Object::NoVirtualNic(v)) => return Ok(Self::NoVirtualNic(v)),
+            Ok(chunks::n_2::Object::NoVmInVApp(v)) => return Ok(Self::NoVmInVApp(v)),
+            Ok(chunks::n_2::Object::NonADUserRequired(v)) => {
+                return Ok(Self::NonADUserRequired(v));
+            }
+            Ok(chunks::n_2::Object::NonHomeRDMVMotionNotSupported(v)) => {
+                return Ok(Self::NonHomeRDMVMotionNotSupported(v));
+            }
+            Ok(chunks::n_2::Object::NonPersistentDisksNotSupported(v)) => {
+                return Ok(Self::NonPersistentDisksNotSupported(v));
+            }
+            Ok(chunks::n_2::Object::NonVmwareOuiMacNotSupportedHost(v)) => {
+                return Ok(Self::NonVmwareOuiMacNotSupportedHost(v));
+            }
+            Ok(chunks::n_2::Object::NotADirectory(v)) => {
+                return Ok(Self::NotADirectory(v));
+            }
+            Ok(chunks::n_2::Object::NotAFile(v)) => return Ok(Self::NotAFile(v)),
+            Ok(chunks::n_2::Object::NotAuthenticated(v)) => {
+                return Ok(Self::NotAuthenticated(v));
+            }
+            Ok(chunks::n_2::Object::NotEnoughCpus(v)) => {
+                return Ok(Self::NotEnoughCpus(v));
+            }
+            Ok(chunks::n_2::Object::NotEnoughLicenses(v)) => {
+                return Ok(Self::NotEnoughLicenses(v));
+            }
+            Ok(chunks::n_2::Object::NotEnoughLogicalCpus(v)) => {
+                return Ok(Self::NotEnoughLogicalCpus(v));
+            }
+            Ok(chunks::n_2::Object::NotFound(v)) => return Ok(Self::NotFound(v)),
+            Ok(chunks::n_2::Object::NotImplemented(v)) => {
+                return Ok(Self::NotImplemented(v));
+            }
+            Ok(chunks::n_2::Object::NotSupported(v)) => return Ok(Self::NotSupported(v)),
+            Ok(chunks::n_2::Object::NotSupportedDeviceForFT(v)) => {
+                return Ok(Self::NotSupportedDeviceForFT(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHost(v)) => {
+                return Ok(Self::NotSupportedHost(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostForChecksum(v)) => {
+                return Ok(Self::NotSupportedHostForChecksum(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostForVFlash(v)) => {
+                return Ok(Self::NotSupportedHostForVFlash(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostForVmcp(v)) => {
+                return Ok(Self::NotSupportedHostForVmcp(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostForVmemFile(v)) => {
+                return Ok(Self::NotSupportedHostForVmemFile(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostForVsan(v)) => {
+                return Ok(Self::NotSupportedHostForVsan(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostInCluster(v)) => {
+                return Ok(Self::NotSupportedHostInCluster(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostInDvs(v)) => {
+                return Ok(Self::NotSupportedHostInDvs(v));
+            }
+            Ok(chunks::n_2::Object::NotSupportedHostInHACluster(v)) => {
+                return Ok(Self::NotSupportedHostInHACluster(v));
+            }
+            Ok(chunks::n_2::Object::NotUserConfigurableProperty(v)) => {
+                return Ok(Self::NotUserConfigurableProperty(v));
+            }
+            Ok(chunks::n_2::Object::NumVirtualCoresPerSocketNotSupported(v)) => {
+                return Ok(Self::NumVirtualCoresPerSocketNotSupported(v));
+            }
+            Ok(chunks::n_2::Object::NumVirtualCpusExceedsLimit(v)) => {
+                return Ok(Self::NumVirtualCpusExceedsLimit(v));
+            }
+            Ok(chunks::n_2::Object::NumVirtualCpusIncompatible(v)) => {
+                return Ok(Self::NumVirtualCpusIncompatible(v));
+            }
+            Ok(chunks::n_2::Object::NumVirtualCpusNotSupported(v)) => {
+                return Ok(Self::NumVirtualCpusNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OperationDisabledByGuest(v)) => {
+                return Ok(Self::OperationDisabledByGuest(v));
+            }
+            Ok(chunks::o_1::Object::OperationDisallowedOnHost(v)) => {
+                return Ok(Self::OperationDisallowedOnHost(v));
+            }
+            Ok(chunks::o_1::Object::OperationNotSupportedByGuest(v)) => {
+                return Ok(Self::OperationNotSupportedByGuest(v));
+            }
+            Ok(chunks::o_1::Object::OutOfBounds(v)) => return Ok(Self::OutOfBounds(v)),
+            Ok(chunks::o_1::Object::OvfAttribute(v)) => return Ok(Self::OvfAttribute(v)),
+            Ok(chunks::o_1::Object::OvfConnectedDevice(v)) => {
+                return Ok(Self::OvfConnectedDevice(v));
+            }
+            Ok(chunks::o_1::Object::OvfConnectedDeviceFloppy(v)) => {
+                return Ok(Self::OvfConnectedDeviceFloppy(v));
+            }
+            Ok(chunks::o_1::Object::OvfConnectedDeviceIso(v)) => {
+                return Ok(Self::OvfConnectedDeviceIso(v));
+            }
+            Ok(chunks::o_1::Object::OvfConstraint(v)) => {
+                return Ok(Self::OvfConstraint(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerCallbackFault(v)) => {
+                return Ok(Self::OvfConsumerCallbackFault(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerCommunicationError(v)) => {
+                return Ok(Self::OvfConsumerCommunicationError(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerFault(v)) => {
+                return Ok(Self::OvfConsumerFault(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerInvalidSection(v)) => {
+                return Ok(Self::OvfConsumerInvalidSection(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerPowerOnFault(v)) => {
+                return Ok(Self::OvfConsumerPowerOnFault(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerUndeclaredSection(v)) => {
+                return Ok(Self::OvfConsumerUndeclaredSection(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerUndefinedPrefix(v)) => {
+                return Ok(Self::OvfConsumerUndefinedPrefix(v));
+            }
+            Ok(chunks::o_1::Object::OvfConsumerValidationFault(v)) => {
+                return Ok(Self::OvfConsumerValidationFault(v));
+            }
+            Ok(chunks::o_1::Object::OvfCpuCompatibility(v)) => {
+                return Ok(Self::OvfCpuCompatibility(v));
+            }
+            Ok(chunks::o_1::Object::OvfCpuCompatibilityCheckNotSupported(v)) => {
+                return Ok(Self::OvfCpuCompatibilityCheckNotSupported(v));
+            }
+            Ok(chunks::o_1::Object::OvfDiskMappingNotFound(v)) => {
+                return Ok(Self::OvfDiskMappingNotFound(v));
+            }
+            Ok(chunks::o_1::Object::OvfDiskOrderConstraint(v)) => {
+                return Ok(Self::OvfDiskOrderConstraint(v));
+            }
+            Ok(chunks::o_1::Object::OvfDuplicateElement(v)) => {
+                return Ok(Self::OvfDuplicateElement(v));
+            }
+            Ok(chunks::o_1::Object::OvfDuplicatedElementBoundary(v)) => {
+                return Ok(Self::OvfDuplicatedElementBoundary(v));
+            }
+            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdExport(v)) => {
+                return Ok(Self::OvfDuplicatedPropertyIdExport(v));
+            }
+            Ok(chunks::o_1::Object::OvfDuplicatedPropertyIdImport(v)) => {
+                return Ok(Self::OvfDuplicatedPropertyIdImport(v));
+            }
+            Ok(chunks::o_1::Object::OvfElement(v)) => return Ok(Self::OvfElement(v)),
+            Ok(chunks::o_1::Object::OvfElementInvalidValue(v)) => {
+                return Ok(Self::OvfElementInvalidValue(v));
+            }
+            Ok(chunks::o_1::Object::OvfExport(v)) => return Ok(Self::OvfExport(v)),
+            Ok(chunks::o_1::Object::OvfExportFailed(v)) => {
+                return Ok(Self::OvfExportFailed(v));
+            }
+            Ok(chunks::o_1::Object::OvfFault(v)) => return Ok(Self::OvfFault(v)),
+            Ok(chunks::o_1::Object::OvfHardwareCheck(v)) => {
+                return Ok(Self::OvfHardwareCheck(v));
+            }
+            Ok(chunks::o_1::Object::OvfHardwareExport(v)) => {
+                return Ok(Self::OvfHardwareExport(v));
+            }
+            Ok(chunks::o_1::Object::OvfHostResourceConstraint(v)) => {
+                return Ok(Self::OvfHostResourceConstraint(v));
+            }
+            Ok(chunks::o_1::Object::OvfHostValueNotParsed(v)) => {
+                return Ok(Self::OvfHostValueNotParsed(v));
+            }
+            Ok(chunks::o_1::Object::OvfImport(v)) => return Ok(Self::OvfImport(v)),
+            Ok(chunks::o_1::Object::OvfImportFailed(v)) => {
+                return Ok(Self::OvfImportFailed(v));
+            }
+            Ok(chunks::o_1::Object::OvfInternalError(v)) => {
+                return Ok(Self::OvfInternalError(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidPackage(v)) => {
+                return Ok(Self::OvfInvalidPackage(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidValue(v)) => {
+                return Ok(Self::OvfInvalidValue(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidValueConfiguration(v)) => {
+                return Ok(Self::OvfInvalidValueConfiguration(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidValueEmpty(v)) => {
+                return Ok(Self::OvfInvalidValueEmpty(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidValueFormatMalformed(v)) => {
+                return Ok(Self::OvfInvalidValueFormatMalformed(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidValueReference(v)) => {
+                return Ok(Self::OvfInvalidValueReference(v));
+            }
+            Ok(chunks::o_1::Object::OvfInvalidVmName(v)) => {
+                return Ok(Self::OvfInvalidVmName(v));
+            }
+            Ok(chunks::o_1::Object::OvfMappedOsId(v)) => {
+                return Ok(Self::OvfMappedOsId(v));
+            }
+            Ok(chunks::o_1::Object::OvfMissingAttribute(v)) => {
+                return Ok(Self::OvfMissingAttribute(v));
+            }
+            Ok(chunks::o_1::Object::OvfMissingElement(v)) => {
+                return Ok(Self::OvfMissingElement(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_2::Object>(object) {
+            Ok(chunks::o_2::Object::OvfMissingElementNormalBoundary(v)) => {
+                return Ok(Self::OvfMissingElementNormalBoundary(v));
+            }
+            Ok(chunks::o_2::Object::OvfMissingHardware(v)) => {
+                return Ok(Self::OvfMissingHardware(v));
+            }
+            Ok(chunks::o_2::Object::OvfNetworkMappingNotSupported(v)) => {
+                return Ok(Self::OvfNetworkMappingNotSupported(v));
+            }
+            Ok(chunks::o_2::Object::OvfNoHostNic(v)) => return Ok(Self::OvfNoHostNic(v)),
+            Ok(chunks::o_2::Object::OvfNoSpaceOnController(v)) => {
+                return Ok(Self::OvfNoSpaceOnController(v));
+            }
+            Ok(chunks::o_2::Object::OvfNoSupportedHardwareFamily(v)) => {
+                return Ok(Self::OvfNoSupportedHardwareFamily(v));
+            }
+            Ok(chunks::o_2::Object::OvfProperty(v)) => return Ok(Self::OvfProperty(v)),
+            Ok(chunks::o_2::Object::OvfPropertyExport(v)) => {
+                return Ok(Self::OvfPropertyExport(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyNetwork(v)) => {
+                return Ok(Self::OvfPropertyNetwork(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyNetworkExport(v)) => {
+                return Ok(Self::OvfPropertyNetworkExport(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyQualifier(v)) => {
+                return Ok(Self::OvfPropertyQualifier(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyQualifierDuplicate(v)) => {
+                return Ok(Self::OvfPropertyQualifierDuplicate(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyQualifierIgnored(v)) => {
+                return Ok(Self::OvfPropertyQualifierIgnored(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyType(v)) => {
+                return Ok(Self::OvfPropertyType(v));
+            }
+            Ok(chunks::o_2::Object::OvfPropertyValue(v)) => {
+                return Ok(Self::OvfPropertyValue(v));
+            }
+            Ok(chunks::o_2::Object::OvfSystemFault(v)) => {
+                return Ok(Self::OvfSystemFault(v));
+            }
+            Ok(chunks::o_2::Object::OvfToXmlUnsupportedElement(v)) => {
+                return Ok(Self::OvfToXmlUnsupportedElement(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnableToExportDisk(v)) => {
+                return Ok(Self::OvfUnableToExportDisk(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnexpectedElement(v)) => {
+                return Ok(Self::OvfUnexpectedElement(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnknownDevice(v)) => {
+                return Ok(Self::OvfUnknownDevice(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnknownDeviceBacking(v)) => {
+                return Ok(Self::OvfUnknownDeviceBacking(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnknownEntity(v)) => {
+                return Ok(Self::OvfUnknownEntity(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedAttribute(v)) => {
+                return Ok(Self::OvfUnsupportedAttribute(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedAttributeValue(v)) => {
+                return Ok(Self::OvfUnsupportedAttributeValue(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingInfo(v)) => {
+                return Ok(Self::OvfUnsupportedDeviceBackingInfo(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedDeviceBackingOption(v)) => {
+                return Ok(Self::OvfUnsupportedDeviceBackingOption(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedDeviceExport(v)) => {
+                return Ok(Self::OvfUnsupportedDeviceExport(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedDiskProvisioning(v)) => {
+                return Ok(Self::OvfUnsupportedDiskProvisioning(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedElement(v)) => {
+                return Ok(Self::OvfUnsupportedElement(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedElementValue(v)) => {
+                return Ok(Self::OvfUnsupportedElementValue(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedPackage(v)) => {
+                return Ok(Self::OvfUnsupportedPackage(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedSection(v)) => {
+                return Ok(Self::OvfUnsupportedSection(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedSubType(v)) => {
+                return Ok(Self::OvfUnsupportedSubType(v));
+            }
+            Ok(chunks::o_2::Object::OvfUnsupportedType(v)) => {
+                return Ok(Self::OvfUnsupportedType(v));
+            }
+            Ok(chunks::o_2::Object::OvfWrongElement(v)) => {
+                return Ok(Self::OvfWrongElement(v));
+            }
+            Ok(chunks::o_2::Object::OvfWrongNamespace(v)) => {
+                return Ok(Self::OvfWrongNamespace(v));
+            }
+            Ok(chunks::o_2::Object::OvfXmlFormat(v)) => return Ok(Self::OvfXmlFormat(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PasswordExpired(v)) => {
+                return Ok(Self::PasswordExpired(v));
+            }
+            Ok(chunks::p_1::Object::PatchAlreadyInstalled(v)) => {
+                return Ok(Self::PatchAlreadyInstalled(v));
+            }
+            Ok(chunks::p_1::Object::PatchBinariesNotFound(v)) => {
+                return Ok(Self::PatchBinariesNotFound(v));
+            }
+            Ok(chunks::p_1::Object::PatchInstallFailed(v)) => {
+                return Ok(Self::PatchInstallFailed(v));
+            }
+            Ok(chunks::p_1::Object::PatchIntegrityError(v)) => {
+                return Ok(Self::PatchIntegrityError(v));
+            }
+            Ok(chunks::p_1::Object::PatchMetadataCorrupted(v)) => {
+                return Ok(Self::PatchMetadataCorrupted(v));
+            }
+            Ok(chunks::p_1::Object::PatchMetadataInvalid(v)) => {
+                return Ok(Self::PatchMetadataInvalid(v));
+            }
+            Ok(chunks::p_1::Object::PatchMetadataNotFound(v)) => {
+                return Ok(Self::PatchMetadataNotFound(v));
+            }
+            Ok(chunks::p_1::Object::PatchMissingDependencies(v)) => {
+                return Ok(Self::PatchMissingDependencies(v));
+            }
+            Ok(chunks::p_1::Object::PatchNotApplicable(v)) => {
+                return Ok(Self::PatchNotApplicable(v));
+            }
+            Ok(chunks::p_1::Object::PatchSuperseded(v)) => {
+                return Ok(Self::PatchSuperseded(v));
+            }
+            Ok(chunks::p_1::Object::PhysCompatRDMNotSupported(v)) => {
+                return Ok(Self::PhysCompatRDMNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::PlatformConfigFault(v)) => {
+                return Ok(Self::PlatformConfigFault(v));
+            }
+            Ok(chunks::p_2::Object::PowerOnFtSecondaryFailed(v)) => {
+                return Ok(Self::PowerOnFtSecondaryFailed(v));
+            }
+            Ok(chunks::p_2::Object::PowerOnFtSecondaryTimedout(v)) => {
+                return Ok(Self::PowerOnFtSecondaryTimedout(v));
+            }
+            Ok(chunks::p_2::Object::ProfileUpdateFailed(v)) => {
+                return Ok(Self::ProfileUpdateFailed(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::q::Object>(object) {
+            Ok(chunks::q::Object::QuarantineModeFault(v)) => {
+                return Ok(Self::QuarantineModeFault(v));
+            }
+            Ok(chunks::q::Object::QuestionPending(v)) => {
+                return Ok(Self::QuestionPending(v));
+            }
+            Ok(chunks::q::Object::QuiesceDatastoreIOForHAFailed(v)) => {
+                return Ok(Self::QuiesceDatastoreIOForHAFailed(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
+            Ok(chunks::r_1::Object::RDMConversionNotSupported(v)) => {
+                return Ok(Self::RDMConversionNotSupported(v));
+            }
+            Ok(chunks::r_1::Object::RDMNotPreserved(v)) => {
+                return Ok(Self::RDMNotPreserved(v));
+            }
+            Ok(chunks::r_1::Object::RDMNotSupported(v)) => {
+                return Ok(Self::RDMNotSupported(v));
+            }
+            Ok(chunks::r_1::Object::RDMNotSupportedOnDatastore(v)) => {
+                return Ok(Self::RDMNotSupportedOnDatastore(v));
+            }
+            Ok(chunks::r_1::Object::RDMPointsToInaccessibleDisk(v)) => {
+                return Ok(Self::RDMPointsToInaccessibleDisk(v));
+            }
+            Ok(chunks::r_1::Object::RawDiskNotSupported(v)) => {
+                return Ok(Self::RawDiskNotSupported(v));
+            }
+            Ok(chunks::r_1::Object::ReadHostResourcePoolTreeFailed(v)) => {
+                return Ok(Self::ReadHostResourcePoolTreeFailed(v));
+            }
+            Ok(chunks::r_1::Object::ReadOnlyDisksWithLegacyDestination(v)) => {
+                return Ok(Self::ReadOnlyDisksWithLegacyDestination(v));
+            }
+            Ok(chunks::r_1::Object::RebootRequired(v)) => {
+                return Ok(Self::RebootRequired(v));
+            }
+            Ok(chunks::r_1::Object::RecordReplayDisabled(v)) => {
+                return Ok(Self::RecordReplayDisabled(v));
+            }
+            Ok(chunks::r_1::Object::RemoteDeviceNotSupported(v)) => {
+                return Ok(Self::RemoteDeviceNotSupported(v));
+            }
+            Ok(chunks::r_1::Object::RemoveFailed(v)) => return Ok(Self::RemoveFailed(v)),
+            Ok(chunks::r_1::Object::ReplicationConfigFault(v)) => {
+                return Ok(Self::ReplicationConfigFault(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationDiskConfigFault(v)) => {
+                return Ok(Self::ReplicationDiskConfigFault(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationFault(v)) => {
+                return Ok(Self::ReplicationFault(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationIncompatibleWithFT(v)) => {
+                return Ok(Self::ReplicationIncompatibleWithFT(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationInvalidOptions(v)) => {
+                return Ok(Self::ReplicationInvalidOptions(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationNotSupportedOnHost(v)) => {
+                return Ok(Self::ReplicationNotSupportedOnHost(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationVmConfigFault(v)) => {
+                return Ok(Self::ReplicationVmConfigFault(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationVmFault(v)) => {
+                return Ok(Self::ReplicationVmFault(v));
+            }
+            Ok(chunks::r_1::Object::ReplicationVmInProgressFault(v)) => {
+                return Ok(Self::ReplicationVmInProgressFault(v));
+            }
+            Ok(chunks::r_1::Object::RequestCanceled(v)) => {
+                return Ok(Self::RequestCanceled(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
+            Ok(chunks::r_2::Object::ResourceInUse(v)) => {
+                return Ok(Self::ResourceInUse(v));
+            }
+            Ok(chunks::r_2::Object::ResourceNotAvailable(v)) => {
+                return Ok(Self::ResourceNotAvailable(v));
+            }
+            Ok(chunks::r_2::Object::RestrictedByAdministrator(v)) => {
+                return Ok(Self::RestrictedByAdministrator(v));
+            }
+            Ok(chunks::r_2::Object::RestrictedVersion(v)) => {
+                return Ok(Self::RestrictedVersion(v));
+            }
+            Ok(chunks::r_2::Object::RollbackFailure(v)) => {
+                return Ok(Self::RollbackFailure(v));
+            }
+            Ok(chunks::r_2::Object::RuleViolation(v)) => {
+                return Ok(Self::RuleViolation(v));
+            }
+            Ok(chunks::r_2::Object::RuntimeFault(v)) => return Ok(Self::RuntimeFault(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SSLDisabledFault(v)) => {
+                return Ok(Self::SSLDisabledFault(v));
+            }
+            Ok(chunks::s_1::Object::SSLVerifyFault(v)) => {
+                return Ok(Self::SSLVerifyFault(v));
+            }
+            Ok(chunks::s_1::Object::SSPIChallenge(v)) => {
+                return Ok(Self::SSPIChallenge(v));
+            }
+            Ok(chunks::s_1::Object::SecondaryVmAlreadyDisabled(v)) => {
+                return Ok(Self::SecondaryVmAlreadyDisabled(v));
+            }
+            Ok(chunks::s_1::Object::SecondaryVmAlreadyEnabled(v)) => {
+                return Ok(Self::SecondaryVmAlreadyEnabled(v));
+            }
+            Ok(chunks::s_1::Object::SecondaryVmAlreadyRegistered(v)) => {
+                return Ok(Self::SecondaryVmAlreadyRegistered(v));
+            }
+            Ok(chunks::s_1::Object::SecondaryVmNotRegistered(v)) => {
+                return Ok(Self::SecondaryVmNotRegistered(v));
+            }
+            Ok(chunks::s_1::Object::SecurityError(v)) => {
+                return Ok(Self::SecurityError(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SessionNotFound(v)) => {
+                return Ok(Self::SessionNotFound(v));
+            }
+            Ok(chunks::s_2::Object::SharedBusControllerNotSupported(v)) => {
+                return Ok(Self::SharedBusControllerNotSupported(v));
+            }
+            Ok(chunks::s_2::Object::ShrinkDiskFault(v)) => {
+                return Ok(Self::ShrinkDiskFault(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotCloneNotSupported(v)) => {
+                return Ok(Self::SnapshotCloneNotSupported(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotCopyNotSupported(v)) => {
+                return Ok(Self::SnapshotCopyNotSupported(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotDisabled(v)) => {
+                return Ok(Self::SnapshotDisabled(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotFault(v)) => {
+                return Ok(Self::SnapshotFault(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotIncompatibleDeviceInVm(v)) => {
+                return Ok(Self::SnapshotIncompatibleDeviceInVm(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotLocked(v)) => {
+                return Ok(Self::SnapshotLocked(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotMoveFromNonHomeNotSupported(v)) => {
+                return Ok(Self::SnapshotMoveFromNonHomeNotSupported(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotMoveNotSupported(v)) => {
+                return Ok(Self::SnapshotMoveNotSupported(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotMoveToNonHomeNotSupported(v)) => {
+                return Ok(Self::SnapshotMoveToNonHomeNotSupported(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotNoChange(v)) => {
+                return Ok(Self::SnapshotNoChange(v));
+            }
+            Ok(chunks::s_2::Object::SnapshotRevertIssue(v)) => {
+                return Ok(Self::SnapshotRevertIssue(v));
+            }
+            Ok(chunks::s_2::Object::SoftRuleVioCorrectionDisallowed(v)) => {
+                return Ok(Self::SoftRuleVioCorrectionDisallowed(v));
+            }
+            Ok(chunks::s_2::Object::SoftRuleVioCorrectionImpact(v)) => {
+                return Ok(Self::SoftRuleVioCorrectionImpact(v));
+            }
+            Ok(chunks::s_2::Object::SolutionUserRequired(v)) => {
+                return Ok(Self::SolutionUserRequired(v));
+            }
+            Ok(chunks::s_2::Object::SsdDiskNotAvailable(v)) => {
+                return Ok(Self::SsdDiskNotAvailable(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveDiskInMultiWriterMode(v)) => {
+                return Ok(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveFTVm(v)) => {
+                return Ok(Self::StorageDrsCannotMoveFTVm(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveIndependentDisk(v)) => {
+                return Ok(Self::StorageDrsCannotMoveIndependentDisk(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedSwapFile(v)) => {
+                return Ok(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveManuallyPlacedVm(v)) => {
+                return Ok(Self::StorageDrsCannotMoveManuallyPlacedVm(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveSharedDisk(v)) => {
+                return Ok(Self::StorageDrsCannotMoveSharedDisk(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveTemplate(v)) => {
+                return Ok(Self::StorageDrsCannotMoveTemplate(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmInUserFolder(v)) => {
+                return Ok(Self::StorageDrsCannotMoveVmInUserFolder(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithMountedCDROM(v)) => {
+                return Ok(Self::StorageDrsCannotMoveVmWithMountedCDROM(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsCannotMoveVmWithNoFilesInLayout(v)) => {
+                return Ok(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsDatacentersCannotShareDatastore(v)) => {
+                return Ok(Self::StorageDrsDatacentersCannotShareDatastore(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsDisabledOnVm(v)) => {
+                return Ok(Self::StorageDrsDisabledOnVm(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsHbrDiskNotMovable(v)) => {
+                return Ok(Self::StorageDrsHbrDiskNotMovable(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsHmsMoveInProgress(v)) => {
+                return Ok(Self::StorageDrsHmsMoveInProgress(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsHmsUnreachable(v)) => {
+                return Ok(Self::StorageDrsHmsUnreachable(v));
+            }
+            Ok(chunks::s_2::Object::StorageDrsIolbDisabledInternally(v)) => {
+                return Ok(Self::StorageDrsIolbDisabledInternally(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
+            Ok(chunks::s_3::Object::StorageDrsRelocateDisabled(v)) => {
+                return Ok(Self::StorageDrsRelocateDisabled(v));
+            }
+            Ok(chunks::s_3::Object::StorageDrsStaleHmsCollection(v)) => {
+                return Ok(Self::StorageDrsStaleHmsCollection(v));
+            }
+            Ok(chunks::s_3::Object::StorageDrsUnableToMoveFiles(v)) => {
+                return Ok(Self::StorageDrsUnableToMoveFiles(v));
+            }
+            Ok(chunks::s_3::Object::StorageVMotionNotSupported(v)) => {
+                return Ok(Self::StorageVMotionNotSupported(v));
+            }
+            Ok(chunks::s_3::Object::StorageVmotionIncompatible(v)) => {
+                return Ok(Self::StorageVmotionIncompatible(v));
+            }
+            Ok(chunks::s_3::Object::SuspendedRelocateNotSupported(v)) => {
+                return Ok(Self::SuspendedRelocateNotSupported(v));
+            }
+            Ok(chunks::s_3::Object::SwapDatastoreNotWritableOnHost(v)) => {
+                return Ok(Self::SwapDatastoreNotWritableOnHost(v));
+            }
+            Ok(chunks::s_3::Object::SwapDatastoreUnset(v)) => {
+                return Ok(Self::SwapDatastoreUnset(v));
+            }
+            Ok(chunks::s_3::Object::SwapPlacementOverrideNotSupported(v)) => {
+                return Ok(Self::SwapPlacementOverrideNotSupported(v));
+            }
+            Ok(chunks::s_3::Object::SwitchIpUnset(v)) => {
+                return Ok(Self::SwitchIpUnset(v));
+            }
+            Ok(chunks::s_3::Object::SwitchNotInUpgradeMode(v)) => {
+                return Ok(Self::SwitchNotInUpgradeMode(v));
+            }
+            Ok(chunks::s_3::Object::SystemError(v)) => return Ok(Self::SystemError(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TaskInProgress(v)) => {
+                return Ok(Self::TaskInProgress(v));
+            }
+            Ok(chunks::t::Object::ThirdPartyLicenseAssignmentFailed(v)) => {
+                return Ok(Self::ThirdPartyLicenseAssignmentFailed(v));
+            }
+            Ok(chunks::t::Object::Timedout(v)) => return Ok(Self::Timedout(v)),
+            Ok(chunks::t::Object::TooManyConcurrentNativeClones(v)) => {
+                return Ok(Self::TooManyConcurrentNativeClones(v));
+            }
+            Ok(chunks::t::Object::TooManyConsecutiveOverrides(v)) => {
+                return Ok(Self::TooManyConsecutiveOverrides(v));
+            }
+            Ok(chunks::t::Object::TooManyDevices(v)) => {
+                return Ok(Self::TooManyDevices(v));
+            }
+            Ok(chunks::t::Object::TooManyDisksOnLegacyHost(v)) => {
+                return Ok(Self::TooManyDisksOnLegacyHost(v));
+            }
+            Ok(chunks::t::Object::TooManyGuestLogons(v)) => {
+                return Ok(Self::TooManyGuestLogons(v));
+            }
+            Ok(chunks::t::Object::TooManyHosts(v)) => return Ok(Self::TooManyHosts(v)),
+            Ok(chunks::t::Object::TooManyNativeCloneLevels(v)) => {
+                return Ok(Self::TooManyNativeCloneLevels(v));
+            }
+            Ok(chunks::t::Object::TooManyNativeClonesOnFile(v)) => {
+                return Ok(Self::TooManyNativeClonesOnFile(v));
+            }
+            Ok(chunks::t::Object::TooManySnapshotLevels(v)) => {
+                return Ok(Self::TooManySnapshotLevels(v));
+            }
+            Ok(chunks::t::Object::ToolsAlreadyUpgraded(v)) => {
+                return Ok(Self::ToolsAlreadyUpgraded(v));
+            }
+            Ok(chunks::t::Object::ToolsAutoUpgradeNotSupported(v)) => {
+                return Ok(Self::ToolsAutoUpgradeNotSupported(v));
+            }
+            Ok(chunks::t::Object::ToolsImageCopyFailed(v)) => {
+                return Ok(Self::ToolsImageCopyFailed(v));
+            }
+            Ok(chunks::t::Object::ToolsImageNotAvailable(v)) => {
+                return Ok(Self::ToolsImageNotAvailable(v));
+            }
+            Ok(chunks::t::Object::ToolsImageSignatureCheckFailed(v)) => {
+                return Ok(Self::ToolsImageSignatureCheckFailed(v));
+            }
+            Ok(chunks::t::Object::ToolsInstallationInProgress(v)) => {
+                return Ok(Self::ToolsInstallationInProgress(v));
+            }
+            Ok(chunks::t::Object::ToolsUnavailable(v)) => {
+                return Ok(Self::ToolsUnavailable(v));
+            }
+            Ok(chunks::t::Object::ToolsUpgradeCancelled(v)) => {
+                return Ok(Self::ToolsUpgradeCancelled(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UnSupportedDatastoreForVFlash(v)) => {
+                return Ok(Self::UnSupportedDatastoreForVFlash(v));
+            }
+            Ok(chunks::u::Object::UncommittedUndoableDisk(v)) => {
+                return Ok(Self::UncommittedUndoableDisk(v));
+            }
+            Ok(chunks::u::Object::UnconfiguredPropertyValue(v)) => {
+                return Ok(Self::UnconfiguredPropertyValue(v));
+            }
+            Ok(chunks::u::Object::UncustomizableGuest(v)) => {
+                return Ok(Self::UncustomizableGuest(v));
+            }
+            Ok(chunks::u::Object::UnexpectedCustomizationFault(v)) => {
+                return Ok(Self::UnexpectedCustomizationFault(v));
+            }
+            Ok(chunks::u::Object::UnexpectedFault(v)) => {
+                return Ok(Self::UnexpectedFault(v));
+            }
+            Ok(chunks::u::Object::UnrecognizedHost(v)) => {
+                return Ok(Self::UnrecognizedHost(v));
+            }
+            Ok(chunks::u::Object::UnsharedSwapVMotionNotSupported(v)) => {
+                return Ok(Self::UnsharedSwapVMotionNotSupported(v));
+            }
+            Ok(chunks::u::Object::UnsupportedDatastore(v)) => {
+                return Ok(Self::UnsupportedDatastore(v));
+            }
+            Ok(chunks::u::Object::UnsupportedGuest(v)) => {
+                return Ok(Self::UnsupportedGuest(v));
+            }
+            Ok(chunks::u::Object::UnsupportedVimApiVersion(v)) => {
+                return Ok(Self::UnsupportedVimApiVersion(v));
+            }
+            Ok(chunks::u::Object::UnsupportedVmxLocation(v)) => {
+                return Ok(Self::UnsupportedVmxLocation(v));
+            }
+            Ok(chunks::u::Object::UnusedVirtualDiskBlocksNotScrubbed(v)) => {
+                return Ok(Self::UnusedVirtualDiskBlocksNotScrubbed(v));
+            }
+            Ok(chunks::u::Object::UserNotFound(v)) => return Ok(Self::UserNotFound(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VAppConfigFault(v)) => {
+                return Ok(Self::VAppConfigFault(v));
+            }
+            Ok(chunks::v_1::Object::VAppNotRunning(v)) => {
+                return Ok(Self::VAppNotRunning(v));
+            }
+            Ok(chunks::v_1::Object::VAppOperationInProgress(v)) => {
+                return Ok(Self::VAppOperationInProgress(v));
+            }
+            Ok(chunks::v_1::Object::VAppPropertyFault(v)) => {
+                return Ok(Self::VAppPropertyFault(v));
+            }
+            Ok(chunks::v_1::Object::VAppTaskInProgress(v)) => {
+                return Ok(Self::VAppTaskInProgress(v));
+            }
+            Ok(chunks::v_1::Object::VFlashCacheHotConfigNotSupported(v)) => {
+                return Ok(Self::VFlashCacheHotConfigNotSupported(v));
+            }
+            Ok(chunks::v_1::Object::VFlashModuleNotSupported(v)) => {
+                return Ok(Self::VFlashModuleNotSupported(v));
+            }
+            Ok(chunks::v_1::Object::VFlashModuleVersionIncompatible(v)) => {
+                return Ok(Self::VFlashModuleVersionIncompatible(v));
+            }
+            Ok(chunks::v_1::Object::VMINotSupported(v)) => {
+                return Ok(Self::VMINotSupported(v));
+            }
+            Ok(chunks::v_1::Object::VMOnConflictDVPort(v)) => {
+                return Ok(Self::VMOnConflictDVPort(v));
+            }
+            Ok(chunks::v_1::Object::VMOnVirtualIntranet(v)) => {
+                return Ok(Self::VMOnVirtualIntranet(v));
+            }
+            Ok(chunks::v_1::Object::VMotionAcrossNetworkNotSupported(v)) => {
+                return Ok(Self::VMotionAcrossNetworkNotSupported(v));
+            }
+            Ok(chunks::v_1::Object::VMotionInterfaceIssue(v)) => {
+                return Ok(Self::VMotionInterfaceIssue(v));
+            }
+            Ok(chunks::v_1::Object::VMotionLinkCapacityLow(v)) => {
+                return Ok(Self::VMotionLinkCapacityLow(v));
+            }
+            Ok(chunks::v_1::Object::VMotionLinkDown(v)) => {
+                return Ok(Self::VMotionLinkDown(v));
+            }
+            Ok(chunks::v_1::Object::VMotionNotConfigured(v)) => {
+                return Ok(Self::VMotionNotConfigured(v));
+            }
+            Ok(chunks::v_1::Object::VMotionNotLicensed(v)) => {
+                return Ok(Self::VMotionNotLicensed(v));
+            }
+            Ok(chunks::v_1::Object::VMotionNotSupported(v)) => {
+                return Ok(Self::VMotionNotSupported(v));
+            }
+            Ok(chunks::v_1::Object::VMotionProtocolIncompatible(v)) => {
+                return Ok(Self::VMotionProtocolIncompatible(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssue(v)) => {
+                return Ok(Self::VmFaultToleranceConfigIssue(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceConfigIssueWrapper(v)) => {
+                return Ok(Self::VmFaultToleranceConfigIssueWrapper(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceInvalidFileBacking(v)) => {
+                return Ok(Self::VmFaultToleranceInvalidFileBacking(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceIssue(v)) => {
+                return Ok(Self::VmFaultToleranceIssue(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceOpIssuesList(v)) => {
+                return Ok(Self::VmFaultToleranceOpIssuesList(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceTooManyFtVcpusOnHost(v)) => {
+                return Ok(Self::VmFaultToleranceTooManyFtVcpusOnHost(v));
+            }
+            Ok(chunks::v_10::Object::VmFaultToleranceTooManyVMsOnHost(v)) => {
+                return Ok(Self::VmFaultToleranceTooManyVMsOnHost(v));
+            }
+            Ok(chunks::v_10::Object::VmHostAffinityRuleViolation(v)) => {
+                return Ok(Self::VmHostAffinityRuleViolation(v));
+            }
+            Ok(chunks::v_10::Object::VmLimitLicense(v)) => {
+                return Ok(Self::VmLimitLicense(v));
+            }
+            Ok(chunks::v_10::Object::VmMetadataManagerFault(v)) => {
+                return Ok(Self::VmMetadataManagerFault(v));
+            }
+            Ok(chunks::v_10::Object::VmMonitorIncompatibleForFaultTolerance(v)) => {
+                return Ok(Self::VmMonitorIncompatibleForFaultTolerance(v));
+            }
+            Ok(chunks::v_10::Object::VmPowerOnDisabled(v)) => {
+                return Ok(Self::VmPowerOnDisabled(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmSmpFaultToleranceTooManyVMsOnHost(v)) => {
+                return Ok(Self::VmSmpFaultToleranceTooManyVMsOnHost(v));
+            }
+            Ok(chunks::v_11::Object::VmToolsUpgradeFault(v)) => {
+                return Ok(Self::VmToolsUpgradeFault(v));
+            }
+            Ok(chunks::v_11::Object::VmValidateMaxDevice(v)) => {
+                return Ok(Self::VmValidateMaxDevice(v));
+            }
+            Ok(chunks::v_11::Object::VmWwnConflict(v)) => {
+                return Ok(Self::VmWwnConflict(v));
+            }
+            Ok(chunks::v_11::Object::VmfsAlreadyMounted(v)) => {
+                return Ok(Self::VmfsAlreadyMounted(v));
+            }
+            Ok(chunks::v_11::Object::VmfsAmbiguousMount(v)) => {
+                return Ok(Self::VmfsAmbiguousMount(v));
+            }
+            Ok(chunks::v_11::Object::VmfsMountFault(v)) => {
+                return Ok(Self::VmfsMountFault(v));
+            }
+            Ok(chunks::v_11::Object::VmotionInterfaceNotEnabled(v)) => {
+                return Ok(Self::VmotionInterfaceNotEnabled(v));
+            }
+            Ok(chunks::v_11::Object::VolumeEditorError(v)) => {
+                return Ok(Self::VolumeEditorError(v));
+            }
+            Ok(chunks::v_11::Object::VramLimitLicense(v)) => {
+                return Ok(Self::VramLimitLicense(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            Ok(chunks::v_12::Object::VsanClusterUuidMismatch(v)) => {
+                return Ok(Self::VsanClusterUuidMismatch(v));
+            }
+            Ok(chunks::v_12::Object::VsanDiskFault(v)) => {
+                return Ok(Self::VsanDiskFault(v));
+            }
+            Ok(chunks::v_12::Object::VsanFault(v)) => return Ok(Self::VsanFault(v)),
+            Ok(chunks::v_12::Object::VsanIncompatibleDiskMapping(v)) => {
+                return Ok(Self::VsanIncompatibleDiskMapping(v));
+            }
+            Ok(chunks::v_12::Object::VspanDestPortConflict(v)) => {
+                return Ok(Self::VspanDestPortConflict(v));
+            }
+            Ok(chunks::v_12::Object::VspanPortConflict(v)) => {
+                return Ok(Self::VspanPortConflict(v));
+            }
+            Ok(chunks::v_12::Object::VspanPortMoveFault(v)) => {
+                return Ok(Self::VspanPortMoveFault(v));
+            }
+            Ok(chunks::v_12::Object::VspanPortPromiscChangeFault(v)) => {
+                return Ok(Self::VspanPortPromiscChangeFault(v));
+            }
+            Ok(chunks::v_12::Object::VspanPortgroupPromiscChangeFault(v)) => {
+                return Ok(Self::VspanPortgroupPromiscChangeFault(v));
+            }
+            Ok(chunks::v_12::Object::VspanPortgroupTypeChangeFault(v)) => {
+                return Ok(Self::VspanPortgroupTypeChangeFault(v));
+            }
+            Ok(chunks::v_12::Object::VspanPromiscuousPortNotSupported(v)) => {
+                return Ok(Self::VspanPromiscuousPortNotSupported(v));
+            }
+            Ok(chunks::v_12::Object::VspanSameSessionPortConflict(v)) => {
+                return Ok(Self::VspanSameSessionPortConflict(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VimFault(v)) => return Ok(Self::VimFault(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDiskBlocksNotFullyProvisioned(v)) => {
+                return Ok(Self::VirtualDiskBlocksNotFullyProvisioned(v));
+            }
+            Ok(chunks::v_3::Object::VirtualDiskModeNotSupported(v)) => {
+                return Ok(Self::VirtualDiskModeNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualEthernetCardNotSupported(v)) => {
+                return Ok(Self::VirtualEthernetCardNotSupported(v));
+            }
+            Ok(chunks::v_4::Object::VirtualHardwareCompatibilityIssue(v)) => {
+                return Ok(Self::VirtualHardwareCompatibilityIssue(v));
+            }
+            Ok(chunks::v_4::Object::VirtualHardwareVersionNotSupported(v)) => {
+                return Ok(Self::VirtualHardwareVersionNotSupported(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmAlreadyExistsInDatacenter(v)) => {
+                return Ok(Self::VmAlreadyExistsInDatacenter(v));
+            }
+            Ok(chunks::v_9::Object::VmConfigFault(v)) => {
+                return Ok(Self::VmConfigFault(v));
+            }
+            Ok(chunks::v_9::Object::VmConfigIncompatibleForFaultTolerance(v)) => {
+                return Ok(Self::VmConfigIncompatibleForFaultTolerance(v));
+            }
+            Ok(chunks::v_9::Object::VmConfigIncompatibleForRecordReplay(v)) => {
+                return Ok(Self::VmConfigIncompatibleForRecordReplay(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
+            Ok(chunks::w_to_v::Object::WakeOnLanNotSupported(v)) => {
+                return Ok(Self::WakeOnLanNotSupported(v));
+            }
+            Ok(chunks::w_to_v::Object::WakeOnLanNotSupportedByVmotionNIC(v)) => {
+                return Ok(Self::WakeOnLanNotSupportedByVmotionNIC(v));
+            }
+            Ok(chunks::w_to_v::Object::WillLoseHAProtection(v)) => {
+                return Ok(Self::WillLoseHAProtection(v));
+            }
+            Ok(chunks::w_to_v::Object::WillModifyConfigCpuRequirements(v)) => {
+                return Ok(Self::WillModifyConfigCpuRequirements(v));
+            }
+            Ok(chunks::w_to_v::Object::WillResetSnapshotDirectory(v)) => {
+                return Ok(Self::WillResetSnapshotDirectory(v));
+            }
+            Ok(chunks::w_to_v::Object::WipeDiskFault(v)) => {
+                return Ok(Self::WipeDiskFault(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }

@@ -10,4195 +10,4195 @@ impl x::Decode for AnyMethodFault {
         Ok(
             match r.xsi_type() {
                 Some("ActiveDirectoryFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ActiveDirectoryFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ActiveVMsBlockingEVC") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ActiveVMsBlockingEVC(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AdminDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AdminDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AdminNotDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AdminNotDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AffinityConfigured") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AffinityConfigured(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AgentInstallFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AgentInstallFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlreadyBeingManaged") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlreadyBeingManaged(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlreadyConnected") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlreadyConnected(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlreadyExists") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlreadyExists(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AlreadyUpgraded") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AlreadyUpgraded(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AnswerFileUpdateFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AnswerFileUpdateFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ApplicationQuiesceFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ApplicationQuiesceFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AuthMinimumAdminPermission") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AuthMinimumAdminPermission(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("AuthenticationRequired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AuthenticationRequired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BackupBlobReadFailure") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BackupBlobReadFailure(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BackupBlobWriteFailure") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BackupBlobWriteFailure(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("BlockedByFirewall") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BlockedByFirewall(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CAMServerRefusedConnection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CAMServerRefusedConnection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessLocalSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessLocalSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessNetwork") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessNetwork(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessVmComponent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessVmComponent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessVmConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessVmConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessVmDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessVmDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAccessVmDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAccessVmDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAddHostWithFTVmAsStandalone") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAddHostWithFTVmAsStandalone(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAddHostWithFTVmToDifferentCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAddHostWithFTVmToDifferentCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotAddHostWithFTVmToNonHACluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotAddHostWithFTVmToNonHACluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotChangeDrsBehaviorForFtSecondary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotChangeDrsBehaviorForFtSecondary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotChangeHaSettingsForFtSecondary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotChangeHaSettingsForFtSecondary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotChangeVsanClusterUuid") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotChangeVsanClusterUuid(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotChangeVsanNodeUuid") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotChangeVsanNodeUuid(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotComputeFTCompatibleHosts") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotComputeFTCompatibleHosts(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotCreateFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotCreateFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotDecryptPasswords") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotDecryptPasswords(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotDeleteFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotDeleteFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotDisableDrsOnClustersWithVApps") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotDisableDrsOnClustersWithVApps(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotDisableSnapshot") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotDisableSnapshot(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotDisconnectHostWithFaultToleranceVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotDisconnectHostWithFaultToleranceVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotEnableVmcpForCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotEnableVmcpForCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotModifyConfigCpuRequirements") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotModifyConfigCpuRequirements(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotMoveFaultToleranceVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotMoveFaultToleranceVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotMoveHostWithFaultToleranceVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotMoveHostWithFaultToleranceVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotMoveVmWithDeltaDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotMoveVmWithDeltaDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotMoveVmWithNativeDeltaDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotMoveVmWithNativeDeltaDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotMoveVsanEnabledHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotMoveVsanEnabledHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotPlaceWithoutPrerequisiteMoves") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotPlaceWithoutPrerequisiteMoves(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotPowerOffVmInCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotPowerOffVmInCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotReconfigureVsanWhenHaEnabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotReconfigureVsanWhenHaEnabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CannotUseNetwork") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CannotUseNetwork(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClockSkew") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClockSkew(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CloneFromSnapshotNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CloneFromSnapshotNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CollectorAddressUnset") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CollectorAddressUnset(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ConcurrentAccess") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ConcurrentAccess(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ConflictingConfiguration") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ConflictingConfiguration(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ConflictingDatastoreFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ConflictingDatastoreFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ConnectedIso") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ConnectedIso(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CpuCompatibilityUnknown") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CpuCompatibilityUnknown(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CpuHotPlugNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CpuHotPlugNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CpuIncompatible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CpuIncompatible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CpuIncompatible1ECX") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CpuIncompatible1ECX(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CpuIncompatible81EDX") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CpuIncompatible81EDX(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("CustomizationPending") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CustomizationPending(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVPortNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DasConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DasConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatabaseError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatabaseError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatacenterMismatch") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatacenterMismatch(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DatastoreNotWritableOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DatastoreNotWritableOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeltaDiskFormatNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeltaDiskFormatNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DestinationSwitchFull") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DestinationSwitchFull(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DestinationVsanDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DestinationVsanDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceBackingNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceBackingNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceControllerNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceControllerNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceHotPlugNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceHotPlugNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceUnsupportedForVmPlatform") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceUnsupportedForVmPlatform(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DeviceUnsupportedForVmVersion") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceUnsupportedForVmVersion(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DigestNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DigestNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectoryNotEmpty") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectoryNotEmpty(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DisableAdminNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DisableAdminNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DisallowedChangeByService") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DisallowedChangeByService(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DisallowedDiskModeChange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DisallowedDiskModeChange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DisallowedMigrationDeviceAttached") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DisallowedMigrationDeviceAttached(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DisallowedOperationOnFailoverHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DisallowedOperationOnFailoverHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DisconnectedHostsBlockingEVC") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DisconnectedHostsBlockingEVC(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskHasPartitions") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskHasPartitions(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskIsLastRemainingNonSSD") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskIsLastRemainingNonSSD(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskIsNonLocal") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskIsNonLocal(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskIsUSB") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskIsUSB(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskMoveTypeNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskMoveTypeNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DiskTooSmall") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DiskTooSmall(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DomainNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DomainNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsDisabledOnVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsDisabledOnVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DrsVmotionIncompatibleFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DrsVmotionIncompatibleFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DuplicateDisks") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DuplicateDisks(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DuplicateName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DuplicateName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DuplicateVsanNetworkInterface") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DuplicateVsanNetworkInterface(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsApplyOperationFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsApplyOperationFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsNotAuthorized") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsNotAuthorized(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsOperationBulkFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsOperationBulkFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsScopeViolated") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsScopeViolated(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedCPUFeaturesForMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedCPUFeaturesForMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedCPUModel") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedCPUModel(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedCPUModelForMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedCPUModelForMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedCPUVendor") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedCPUVendor(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedCPUVendorUnknown") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedCPUVendorUnknown(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedHostDisconnected") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedHostDisconnected(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedHostSoftware") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedHostSoftware(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedHostSoftwareForMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedHostSoftwareForMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCAdmissionFailedVmActive") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCAdmissionFailedVmActive(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCModeIllegalByVendor") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCModeIllegalByVendor(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCModeUnsupportedByHosts") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCModeUnsupportedByHosts(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCUnsupportedByHostHardware") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCUnsupportedByHostHardware(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EVCUnsupportedByHostSoftware") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EVCUnsupportedByHostSoftware(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EightHostLimitViolated") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EightHostLimitViolated(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("EncryptionKeyRequired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::EncryptionKeyRequired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExpiredAddonLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExpiredAddonLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExpiredEditionLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExpiredEditionLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExpiredFeatureLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExpiredFeatureLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ExtendedFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ExtendedFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FailToEnableSPBM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FailToEnableSPBM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FailToLockFaultToleranceVMs") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FailToLockFaultToleranceVMs(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceAntiAffinityViolated") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceAntiAffinityViolated(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceCannotEditMem") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceCannotEditMem(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceCpuIncompatible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceCpuIncompatible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceNeedsThickDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceNeedsThickDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceNotLicensed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceNotLicensed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceNotSameBuild") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceNotSameBuild(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultTolerancePrimaryPowerOnNotAttempted") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultTolerancePrimaryPowerOnNotAttempted(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FaultToleranceVmNotDasProtected") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FaultToleranceVmNotDasProtected(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FcoeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FcoeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FcoeFaultPnicHasNoPortSet") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FcoeFaultPnicHasNoPortSet(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FeatureRequirementsNotMet") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FeatureRequirementsNotMet(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileAlreadyExists") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileAlreadyExists(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileBackedPortNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileBackedPortNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileLocked") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileLocked(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileNameTooLong") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileNameTooLong(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileNotWritable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileNotWritable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileTooLarge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileTooLarge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FilesystemQuiesceFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FilesystemQuiesceFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FilterInUse") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FilterInUse(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FtIssuesOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FtIssuesOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FtVmHostRuleViolation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FtVmHostRuleViolation(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FullStorageVMotionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FullStorageVMotionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayConnectFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayConnectFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayHostNotReachable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayHostNotReachable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayNotReachable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayNotReachable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayOperationRefused") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayOperationRefused(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayToHostAuthFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayToHostAuthFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayToHostConnectFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayToHostConnectFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GatewayToHostTrustVerifyFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GatewayToHostTrustVerifyFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GenericDrsFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GenericDrsFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GenericVmConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GenericVmConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestAuthenticationChallenge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestAuthenticationChallenge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestComponentsOutOfDate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestComponentsOutOfDate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestMultipleMappings") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestMultipleMappings(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestOperationsFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestOperationsFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestOperationsUnavailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestOperationsUnavailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestPermissionDenied") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestPermissionDenied(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestProcessNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestProcessNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryKeyAlreadyExists") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryKeyAlreadyExists(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryKeyFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryKeyFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryKeyHasSubkeys") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryKeyHasSubkeys(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryKeyInvalid") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryKeyInvalid(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryKeyParentVolatile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryKeyParentVolatile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryValueFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryValueFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("GuestRegistryValueNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::GuestRegistryValueNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HAErrorsAtDest") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HAErrorsAtDest(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HeterogenousHostsBlockingEVC") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HeterogenousHostsBlockingEVC(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostAccessRestrictedToManagementServer") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostAccessRestrictedToManagementServer(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostCommunication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostCommunication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostConfigFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConfigFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostConnectFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostConnectFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostHasComponentFailure") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostHasComponentFailure(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInDomain") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInDomain(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostIncompatibleForFaultTolerance") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIncompatibleForFaultTolerance(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostIncompatibleForRecordReplay") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostIncompatibleForRecordReplay(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostInventoryFull") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInventoryFull(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNotConnected") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNotConnected(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostNotReachable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostNotReachable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostPowerOpFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostPowerOpFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostSpecificationOperationFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostSpecificationOperationFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HotSnapshotMoveNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HotSnapshotMoveNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HttpFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HttpFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IDEDiskNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IDEDiskNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IORMNotSupportedHostOnDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IORMNotSupportedHostOnDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ImportHostAddFailure") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ImportHostAddFailure(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ImportOperationBulkFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ImportOperationBulkFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InUseFeatureManipulationDisallowed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InUseFeatureManipulationDisallowed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InaccessibleDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InaccessibleDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InaccessibleFTMetadataDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InaccessibleFTMetadataDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InaccessibleVFlashSource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InaccessibleVFlashSource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncompatibleDefaultDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncompatibleDefaultDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncompatibleHostForFtSecondary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncompatibleHostForFtSecondary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncompatibleHostForVmReplication") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncompatibleHostForVmReplication(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncompatibleSetting") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncompatibleSetting(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncorrectFileType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncorrectFileType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IncorrectHostInformation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IncorrectHostInformation(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IndependentDiskVMotionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IndependentDiskVMotionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientAgentVmsDeployed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientAgentVmsDeployed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientCpuResourcesFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientCpuResourcesFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientDisks") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientDisks(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientFailoverResourcesFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientFailoverResourcesFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientGraphicsResourcesFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientGraphicsResourcesFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientHostCapacityFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientHostCapacityFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientHostCpuCapacityFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientHostCpuCapacityFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientHostMemoryCapacityFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientHostMemoryCapacityFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientMemoryResourcesFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientMemoryResourcesFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientNetworkCapacity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientNetworkCapacity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientNetworkResourcePoolCapacity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientNetworkResourcePoolCapacity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientPerCpuCapacity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientPerCpuCapacity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientResourcesFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientResourcesFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientStandbyCpuResource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientStandbyCpuResource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientStandbyMemoryResource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientStandbyMemoryResource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientStandbyResource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientStandbyResource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientStorageIops") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientStorageIops(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientStorageSpace") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientStorageSpace(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InsufficientVFlashResourcesFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InsufficientVFlashResourcesFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidAffinitySettingFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidAffinitySettingFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidBmcRole") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidBmcRole(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidBundle") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidBundle(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidCAMCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidCAMCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidCAMServer") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidCAMServer(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidClientCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidClientCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidCollectorVersion") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidCollectorVersion(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDasConfigArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDasConfigArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDasRestartPriorityForFtVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDasRestartPriorityForFtVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDatastorePath") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDatastorePath(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDatastoreState") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDatastoreState(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDeviceBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDeviceBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDeviceOperation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDeviceOperation(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDeviceSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDeviceSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDiskFormat") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDiskFormat(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidDrsBehaviorForFtVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidDrsBehaviorForFtVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidEditionLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidEditionLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidEvent") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidEvent(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidFolder") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidFolder(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidFormat") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidFormat(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidGuestLogin") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidGuestLogin(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidHostConnectionState") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidHostConnectionState(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidHostName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidHostName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidHostState") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidHostState(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidIndexArgument") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidIndexArgument(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidIpfixConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidIpfixConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidIpmiLoginInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidIpmiLoginInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidIpmiMacAddress") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidIpmiMacAddress(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidLocale") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidLocale(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidLogin") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidLogin(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidNasCredentials") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidNasCredentials(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidNetworkInType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidNetworkInType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidNetworkResource") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidNetworkResource(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidOperationOnSecondaryVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidOperationOnSecondaryVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidPowerState") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidPowerState(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidPrivilege") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidPrivilege(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidProfileReferenceHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidProfileReferenceHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidProperty") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidProperty(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidPropertyType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidPropertyType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidPropertyValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidPropertyValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidRequest") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidRequest(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidResourcePoolStructureFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidResourcePoolStructureFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidScheduledTask") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidScheduledTask(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidSnapshotFormat") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidSnapshotFormat(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidState") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidState(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidToken") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidToken(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidVmConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidVmConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InvalidVmState") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidVmState(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("InventoryHasStandardAloneHosts") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InventoryHasStandardAloneHosts(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IpHostnameGeneratorError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IpHostnameGeneratorError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultInvalidVnic") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultInvalidVnic(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultPnicInUse") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultPnicInUse(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicAlreadyBound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicAlreadyBound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicHasActivePaths") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicHasActivePaths(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicHasMultipleUplinks") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicHasMultipleUplinks(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicHasNoUplinks") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicHasNoUplinks(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicHasWrongUplink") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicHasWrongUplink(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicInUse") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicInUse(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicIsLastPath") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicIsLastPath(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicNotBound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicNotBound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IscsiFaultVnicNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IscsiFaultVnicNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("KeyNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::KeyNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LargeRDMConversionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LargeRDMConversionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LargeRDMNotSupportedOnDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LargeRDMNotSupportedOnDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LegacyNetworkInterfaceInUse") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LegacyNetworkInterfaceInUse(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseAssignmentFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseAssignmentFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseDowngradeDisallowed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseDowngradeDisallowed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseEntityNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseEntityNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseExpired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseExpired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseKeyEntityMismatch") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseKeyEntityMismatch(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseRestricted") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseRestricted(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseServerUnavailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseServerUnavailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LicenseSourceUnavailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LicenseSourceUnavailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LimitExceeded") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LimitExceeded(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LinuxVolumeNotClean") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LinuxVolumeNotClean(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LogBundlingFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LogBundlingFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MaintenanceModeFileMove") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MaintenanceModeFileMove(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ManagedObjectNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ManagedObjectNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MemoryFileFormatNotSupportedByDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MemoryFileFormatNotSupportedByDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MemoryHotPlugNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MemoryHotPlugNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MemorySizeNotRecommended") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MemorySizeNotRecommended(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MemorySizeNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MemorySizeNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MemorySizeNotSupportedByDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MemorySizeNotSupportedByDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MemorySnapshotOnIndependentDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MemorySnapshotOnIndependentDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodAlreadyDisabledFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodAlreadyDisabledFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MethodNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationFeatureNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationFeatureNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MigrationNotReady") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MigrationNotReady(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MismatchedBundle") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MismatchedBundle(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MismatchedNetworkPolicies") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MismatchedNetworkPolicies(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MismatchedVMotionNetworkNames") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MismatchedVMotionNetworkNames(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingBmcSupport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingBmcSupport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingIpPool") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingIpPool(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingLinuxCustResources") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingLinuxCustResources(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingNetworkIpConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingNetworkIpConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingPowerOffConfiguration") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingPowerOffConfiguration(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingPowerOnConfiguration") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingPowerOnConfiguration(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MissingWindowsCustResources") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MissingWindowsCustResources(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MksConnectionLimitReached") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MksConnectionLimitReached(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MountError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MountError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MultiWriterNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MultiWriterNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MultipleCertificatesVerifyFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MultipleCertificatesVerifyFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MultipleSnapshotsNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MultipleSnapshotsNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NamespaceFull") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NamespaceFull(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NamespaceLimitReached") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NamespaceLimitReached(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NamespaceWriteProtected") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NamespaceWriteProtected(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasConnectionLimitReached") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasConnectionLimitReached(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasSessionCredentialConflict") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasSessionCredentialConflict(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NasVolumeNotMounted") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NasVolumeNotMounted(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkCopyFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkCopyFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkDisruptedAndConfigRolledBack") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkDisruptedAndConfigRolledBack(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworkInaccessible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkInaccessible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NetworksMayNotBeTheSame") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworksMayNotBeTheSame(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NicSettingMismatch") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NicSettingMismatch(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoActiveHostInCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoActiveHostInCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoAvailableIp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoAvailableIp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoClientCertificate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoClientCertificate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoCompatibleDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoCompatibleDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoCompatibleHardAffinityHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoCompatibleHardAffinityHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoCompatibleHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoCompatibleHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoCompatibleHostWithAccessToDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoCompatibleHostWithAccessToDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoCompatibleSoftAffinityHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoCompatibleSoftAffinityHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoConnectedDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoConnectedDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoDiskFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoDiskFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoDiskSpace") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoDiskSpace(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoDisksToCustomize") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoDisksToCustomize(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoGateway") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoGateway(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoGuestHeartbeat") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoGuestHeartbeat(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoHostSuitableForFtSecondary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoHostSuitableForFtSecondary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoLicenseServerConfigured") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoLicenseServerConfigured(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoPeerHostFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoPeerHostFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoPermission") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoPermission(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoPermissionOnAD") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoPermissionOnAD(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoPermissionOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoPermissionOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoPermissionOnNasVolume") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoPermissionOnNasVolume(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoSubjectName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoSubjectName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoVcManagedIpConfigured") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoVcManagedIpConfigured(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoVirtualNic") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoVirtualNic(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NoVmInVApp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NoVmInVApp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NonADUserRequired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NonADUserRequired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NonHomeRDMVMotionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NonHomeRDMVMotionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NonPersistentDisksNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NonPersistentDisksNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NonVmwareOuiMacNotSupportedHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NonVmwareOuiMacNotSupportedHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotADirectory") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotADirectory(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotAFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotAFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotAuthenticated") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotAuthenticated(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotEnoughCpus") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotEnoughCpus(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotEnoughLicenses") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotEnoughLicenses(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotEnoughLogicalCpus") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotEnoughLogicalCpus(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotImplemented") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotImplemented(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedDeviceForFT") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedDeviceForFT(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostForChecksum") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostForChecksum(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostForVFlash") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostForVFlash(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostForVmcp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostForVmcp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostForVmemFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostForVmemFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostForVsan") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostForVsan(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostInCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostInCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostInDvs") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostInDvs(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotSupportedHostInHACluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotSupportedHostInHACluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NotUserConfigurableProperty") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NotUserConfigurableProperty(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NumVirtualCoresPerSocketNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NumVirtualCoresPerSocketNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NumVirtualCpusExceedsLimit") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NumVirtualCpusExceedsLimit(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NumVirtualCpusIncompatible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NumVirtualCpusIncompatible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("NumVirtualCpusNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NumVirtualCpusNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OperationDisabledByGuest") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OperationDisabledByGuest(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OperationDisallowedOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OperationDisallowedOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OperationNotSupportedByGuest") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OperationNotSupportedByGuest(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OutOfBounds") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OutOfBounds(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfAttribute") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfAttribute(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConnectedDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConnectedDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConnectedDeviceFloppy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConnectedDeviceFloppy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConnectedDeviceIso") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConnectedDeviceIso(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConstraint") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConstraint(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerCallbackFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerCallbackFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerCommunicationError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerCommunicationError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerInvalidSection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerInvalidSection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerPowerOnFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerPowerOnFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerUndeclaredSection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerUndeclaredSection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerUndefinedPrefix") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerUndefinedPrefix(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfConsumerValidationFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfConsumerValidationFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfCpuCompatibility") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfCpuCompatibility(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfCpuCompatibilityCheckNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfCpuCompatibilityCheckNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfDiskMappingNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfDiskMappingNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfDiskOrderConstraint") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfDiskOrderConstraint(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfDuplicateElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfDuplicateElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfDuplicatedElementBoundary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfDuplicatedElementBoundary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfDuplicatedPropertyIdExport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfDuplicatedPropertyIdExport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfDuplicatedPropertyIdImport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfDuplicatedPropertyIdImport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfElementInvalidValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfElementInvalidValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfExport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfExport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfExportFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfExportFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfHardwareCheck") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfHardwareCheck(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfHardwareExport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfHardwareExport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfHostResourceConstraint") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfHostResourceConstraint(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfHostValueNotParsed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfHostValueNotParsed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfImport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfImport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfImportFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfImportFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInternalError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInternalError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidPackage") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidPackage(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidValueConfiguration") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidValueConfiguration(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidValueEmpty") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidValueEmpty(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidValueFormatMalformed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidValueFormatMalformed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidValueReference") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidValueReference(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfInvalidVmName") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfInvalidVmName(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfMappedOsId") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfMappedOsId(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfMissingAttribute") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfMissingAttribute(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfMissingElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfMissingElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfMissingElementNormalBoundary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfMissingElementNormalBoundary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfMissingHardware") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfMissingHardware(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfNetworkMappingNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfNetworkMappingNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfNoHostNic") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfNoHostNic(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfNoSpaceOnController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfNoSpaceOnController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfNoSupportedHardwareFamily") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfNoSupportedHardwareFamily(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfProperty") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfProperty(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyExport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyExport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyNetwork") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyNetwork(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyNetworkExport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyNetworkExport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyQualifier") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyQualifier(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyQualifierDuplicate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyQualifierDuplicate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyQualifierIgnored") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyQualifierIgnored(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfPropertyValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfPropertyValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfSystemFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfSystemFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfToXmlUnsupportedElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfToXmlUnsupportedElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnableToExportDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnableToExportDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnexpectedElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnexpectedElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnknownDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnknownDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnknownDeviceBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnknownDeviceBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnknownEntity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnknownEntity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedAttribute") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedAttribute(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedAttributeValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedAttributeValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedDeviceExport") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedDeviceExport(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedDiskProvisioning") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedDiskProvisioning(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedElementValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedElementValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedPackage") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedPackage(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedSection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedSection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedSubType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedSubType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfUnsupportedType") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfUnsupportedType(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfWrongElement") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfWrongElement(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfWrongNamespace") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfWrongNamespace(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OvfXmlFormat") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfXmlFormat(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PasswordExpired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PasswordExpired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchAlreadyInstalled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchAlreadyInstalled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchBinariesNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchBinariesNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchInstallFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchInstallFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchIntegrityError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchIntegrityError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchMetadataCorrupted") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchMetadataCorrupted(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchMetadataInvalid") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchMetadataInvalid(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchMetadataNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchMetadataNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchMissingDependencies") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchMissingDependencies(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchNotApplicable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchNotApplicable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PatchSuperseded") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PatchSuperseded(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PhysCompatRDMNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PhysCompatRDMNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PlatformConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PlatformConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PowerOnFtSecondaryFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PowerOnFtSecondaryFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PowerOnFtSecondaryTimedout") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PowerOnFtSecondaryTimedout(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileUpdateFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileUpdateFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("QuarantineModeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::QuarantineModeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("QuestionPending") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::QuestionPending(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("QuiesceDatastoreIOForHAFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::QuiesceDatastoreIOForHAFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RDMConversionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RDMConversionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RDMNotPreserved") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RDMNotPreserved(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RDMNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RDMNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RDMNotSupportedOnDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RDMNotSupportedOnDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RDMPointsToInaccessibleDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RDMPointsToInaccessibleDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RawDiskNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RawDiskNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReadHostResourcePoolTreeFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReadHostResourcePoolTreeFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReadOnlyDisksWithLegacyDestination") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReadOnlyDisksWithLegacyDestination(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RebootRequired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RebootRequired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RecordReplayDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RecordReplayDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RemoteDeviceNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RemoteDeviceNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RemoveFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RemoveFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationDiskConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationDiskConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationIncompatibleWithFT") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationIncompatibleWithFT(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationInvalidOptions") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationInvalidOptions(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationNotSupportedOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationNotSupportedOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationVmConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationVmConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationVmFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationVmFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ReplicationVmInProgressFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ReplicationVmInProgressFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RequestCanceled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RequestCanceled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourceInUse") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourceInUse(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ResourceNotAvailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourceNotAvailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RestrictedByAdministrator") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RestrictedByAdministrator(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RestrictedVersion") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RestrictedVersion(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RollbackFailure") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RollbackFailure(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RuleViolation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RuleViolation(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RuntimeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RuntimeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SSLDisabledFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SSLDisabledFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SSLVerifyFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SSLVerifyFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SSPIChallenge") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SSPIChallenge(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecondaryVmAlreadyDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecondaryVmAlreadyDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecondaryVmAlreadyEnabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecondaryVmAlreadyEnabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecondaryVmAlreadyRegistered") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecondaryVmAlreadyRegistered(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecondaryVmNotRegistered") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecondaryVmNotRegistered(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SecurityError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SecurityError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SessionNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SharedBusControllerNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SharedBusControllerNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ShrinkDiskFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ShrinkDiskFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotCloneNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotCloneNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotCopyNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotCopyNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotIncompatibleDeviceInVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotIncompatibleDeviceInVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotLocked") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotLocked(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotMoveFromNonHomeNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotMoveFromNonHomeNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotMoveNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotMoveNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotMoveToNonHomeNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotMoveToNonHomeNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotNoChange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotNoChange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SnapshotRevertIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SnapshotRevertIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SoftRuleVioCorrectionDisallowed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SoftRuleVioCorrectionDisallowed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SoftRuleVioCorrectionImpact") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SoftRuleVioCorrectionImpact(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SolutionUserRequired") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SolutionUserRequired(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SsdDiskNotAvailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SsdDiskNotAvailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveDiskInMultiWriterMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveDiskInMultiWriterMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveFTVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveFTVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveIndependentDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveIndependentDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveManuallyPlacedSwapFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveManuallyPlacedVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveSharedDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveSharedDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveTemplate") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveTemplate(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveVmInUserFolder") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveVmInUserFolder(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveVmWithMountedCDROM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveVmWithMountedCDROM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsCannotMoveVmWithNoFilesInLayout") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsDatacentersCannotShareDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsDatacentersCannotShareDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsDisabledOnVm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsDisabledOnVm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsHbrDiskNotMovable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsHbrDiskNotMovable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsHmsMoveInProgress") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsHmsMoveInProgress(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsHmsUnreachable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsHmsUnreachable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsIolbDisabledInternally") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsIolbDisabledInternally(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsRelocateDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsRelocateDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsStaleHmsCollection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsStaleHmsCollection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageDrsUnableToMoveFiles") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageDrsUnableToMoveFiles(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageVMotionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageVMotionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StorageVmotionIncompatible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StorageVmotionIncompatible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SuspendedRelocateNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SuspendedRelocateNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SwapDatastoreNotWritableOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SwapDatastoreNotWritableOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SwapDatastoreUnset") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SwapDatastoreUnset(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SwapPlacementOverrideNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SwapPlacementOverrideNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SwitchIpUnset") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SwitchIpUnset(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SwitchNotInUpgradeMode") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SwitchNotInUpgradeMode(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SystemError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SystemError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskInProgress") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskInProgress(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ThirdPartyLicenseAssignmentFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ThirdPartyLicenseAssignmentFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("Timedout") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Timedout(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyConcurrentNativeClones") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyConcurrentNativeClones(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyConsecutiveOverrides") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyConsecutiveOverrides(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyDevices") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyDevices(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyDisksOnLegacyHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyDisksOnLegacyHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyGuestLogons") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyGuestLogons(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyHosts") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyHosts(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyNativeCloneLevels") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyNativeCloneLevels(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManyNativeClonesOnFile") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManyNativeClonesOnFile(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TooManySnapshotLevels") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TooManySnapshotLevels(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsAlreadyUpgraded") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsAlreadyUpgraded(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsAutoUpgradeNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsAutoUpgradeNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsImageCopyFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsImageCopyFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsImageNotAvailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsImageNotAvailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsImageSignatureCheckFailed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsImageSignatureCheckFailed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsInstallationInProgress") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsInstallationInProgress(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsUnavailable") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsUnavailable(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ToolsUpgradeCancelled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ToolsUpgradeCancelled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnSupportedDatastoreForVFlash") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnSupportedDatastoreForVFlash(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UncommittedUndoableDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UncommittedUndoableDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnconfiguredPropertyValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnconfiguredPropertyValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UncustomizableGuest") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UncustomizableGuest(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnexpectedCustomizationFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnexpectedCustomizationFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnexpectedFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnexpectedFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnrecognizedHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnrecognizedHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnsharedSwapVMotionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnsharedSwapVMotionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnsupportedDatastore") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnsupportedDatastore(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnsupportedGuest") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnsupportedGuest(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnsupportedVimApiVersion") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnsupportedVimApiVersion(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnsupportedVmxLocation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnsupportedVmxLocation(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UnusedVirtualDiskBlocksNotScrubbed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UnusedVirtualDiskBlocksNotScrubbed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserNotFound") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserNotFound(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VAppConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VAppNotRunning") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppNotRunning(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VAppOperationInProgress") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppOperationInProgress(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VAppPropertyFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppPropertyFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VAppTaskInProgress") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppTaskInProgress(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VFlashCacheHotConfigNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VFlashCacheHotConfigNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VFlashModuleNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VFlashModuleNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VFlashModuleVersionIncompatible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VFlashModuleVersionIncompatible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMINotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMINotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMOnConflictDVPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMOnConflictDVPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMOnVirtualIntranet") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMOnVirtualIntranet(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionAcrossNetworkNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionAcrossNetworkNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionInterfaceIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionInterfaceIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionLinkCapacityLow") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionLinkCapacityLow(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionLinkDown") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionLinkDown(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionNotConfigured") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionNotConfigured(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionNotLicensed") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionNotLicensed(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VMotionProtocolIncompatible") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VMotionProtocolIncompatible(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VimFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VimFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskBlocksNotFullyProvisioned") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskBlocksNotFullyProvisioned(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskModeNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskModeNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualHardwareCompatibilityIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualHardwareCompatibilityIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualHardwareVersionNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualHardwareVersionNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmAlreadyExistsInDatacenter") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmAlreadyExistsInDatacenter(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigIncompatibleForFaultTolerance") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigIncompatibleForFaultTolerance(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmConfigIncompatibleForRecordReplay") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigIncompatibleForRecordReplay(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceConfigIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceConfigIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceConfigIssueWrapper") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceConfigIssueWrapper(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceInvalidFileBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceInvalidFileBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceOpIssuesList") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceOpIssuesList(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceTooManyFtVcpusOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceTooManyFtVcpusOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmFaultToleranceTooManyVMsOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmFaultToleranceTooManyVMsOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmHostAffinityRuleViolation") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmHostAffinityRuleViolation(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmLimitLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmLimitLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMetadataManagerFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMetadataManagerFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmMonitorIncompatibleForFaultTolerance") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmMonitorIncompatibleForFaultTolerance(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmPowerOnDisabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPowerOnDisabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmSmpFaultToleranceTooManyVMsOnHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmSmpFaultToleranceTooManyVMsOnHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmToolsUpgradeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmToolsUpgradeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmValidateMaxDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmValidateMaxDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmWwnConflict") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmWwnConflict(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsAlreadyMounted") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsAlreadyMounted(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsAmbiguousMount") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsAmbiguousMount(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsMountFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsMountFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmotionInterfaceNotEnabled") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmotionInterfaceNotEnabled(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VolumeEditorError") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VolumeEditorError(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VramLimitLicense") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VramLimitLicense(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanClusterUuidMismatch") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanClusterUuidMismatch(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanDiskFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanDiskFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanIncompatibleDiskMapping") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanIncompatibleDiskMapping(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanDestPortConflict") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanDestPortConflict(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanPortConflict") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanPortConflict(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanPortMoveFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanPortMoveFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanPortPromiscChangeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanPortPromiscChangeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanPortgroupPromiscChangeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanPortgroupPromiscChangeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanPortgroupTypeChangeFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanPortgroupTypeChangeFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanPromiscuousPortNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanPromiscuousPortNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VspanSameSessionPortConflict") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VspanSameSessionPortConflict(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WakeOnLanNotSupported") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WakeOnLanNotSupported(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WakeOnLanNotSupportedByVmotionNIC") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WakeOnLanNotSupportedByVmotionNIC(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WillLoseHAProtection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WillLoseHAProtection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WillModifyConfigCpuRequirements") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WillModifyConfigCpuRequirements(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WillResetSnapshotDirectory") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WillResetSnapshotDirectory(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WipeDiskFault") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WipeDiskFault(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodFault(v),
                         Err(e) => return Err(e),
                     }

@@ -86,21 +86,22 @@ impl AnyNetBIOSConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "NetBIOSConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetBIOSConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NetBIOSConfigInfo(v)) => {
+                return Ok(Self::NetBIOSConfigInfo(v));
             }
-            "WinNetBIOSConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WinNetBIOSConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
+            Ok(chunks::w_to_v::Object::WinNetBIOSConfigInfo(v)) => {
+                return Ok(Self::WinNetBIOSConfigInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyNetBIOSConfigInfo {
@@ -108,13 +109,13 @@ impl x::Decode for AnyNetBIOSConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("WinNetBIOSConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WinNetBIOSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetBIOSConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -233,21 +234,22 @@ impl AnyNetworkSummary {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "NetworkSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NetworkSummary(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::n_1::Object>(object) {
+            Ok(chunks::n_1::Object::NetworkSummary(v)) => {
+                return Ok(Self::NetworkSummary(v));
             }
-            "OpaqueNetworkSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OpaqueNetworkSummary(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OpaqueNetworkSummary(v)) => {
+                return Ok(Self::OpaqueNetworkSummary(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyNetworkSummary {
@@ -255,13 +257,13 @@ impl x::Decode for AnyNetworkSummary {
         Ok(
             match r.xsi_type() {
                 Some("OpaqueNetworkSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OpaqueNetworkSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NetworkSummary(v),
                         Err(e) => return Err(e),
                     }
@@ -384,21 +386,22 @@ impl AnyNodeDeploymentSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "NodeDeploymentSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NodeDeploymentSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            Ok(chunks::n_2::Object::NodeDeploymentSpec(v)) => {
+                return Ok(Self::NodeDeploymentSpec(v));
             }
-            "PassiveNodeDeploymentSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PassiveNodeDeploymentSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PassiveNodeDeploymentSpec(v)) => {
+                return Ok(Self::PassiveNodeDeploymentSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyNodeDeploymentSpec {
@@ -406,13 +409,13 @@ impl x::Decode for AnyNodeDeploymentSpec {
         Ok(
             match r.xsi_type() {
                 Some("PassiveNodeDeploymentSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PassiveNodeDeploymentSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NodeDeploymentSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -533,21 +536,22 @@ impl AnyNodeNetworkSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "NodeNetworkSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::NodeNetworkSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::n_2::Object>(object) {
+            Ok(chunks::n_2::Object::NodeNetworkSpec(v)) => {
+                return Ok(Self::NodeNetworkSpec(v));
             }
-            "PassiveNodeNetworkSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PassiveNodeNetworkSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PassiveNodeNetworkSpec(v)) => {
+                return Ok(Self::PassiveNodeNetworkSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyNodeNetworkSpec {
@@ -555,13 +559,13 @@ impl x::Decode for AnyNodeNetworkSpec {
         Ok(
             match r.xsi_type() {
                 Some("PassiveNodeNetworkSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PassiveNodeNetworkSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::NodeNetworkSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -712,51 +716,41 @@ impl AnyOptionType {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "OptionType" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OptionType(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::b_to_c::Object>(object) {
+            Ok(chunks::b_to_c::Object::BoolOption(v)) => return Ok(Self::BoolOption(v)),
+            Ok(chunks::b_to_c::Object::ChoiceOption(v)) => {
+                return Ok(Self::ChoiceOption(v));
             }
-            "BoolOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::BoolOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "ChoiceOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ChoiceOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "FloatOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FloatOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "IntOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::IntOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "LongOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::LongOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "StringOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::StringOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FloatOption(v)) => return Ok(Self::FloatOption(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::i_1::Object>(object) {
+            Ok(chunks::i_1::Object::IntOption(v)) => return Ok(Self::IntOption(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::LongOption(v)) => return Ok(Self::LongOption(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OptionType(v)) => return Ok(Self::OptionType(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_3::Object>(object) {
+            Ok(chunks::s_3::Object::StringOption(v)) => return Ok(Self::StringOption(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyOptionType {
@@ -764,43 +758,43 @@ impl x::Decode for AnyOptionType {
         Ok(
             match r.xsi_type() {
                 Some("BoolOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::BoolOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ChoiceOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ChoiceOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FloatOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FloatOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("IntOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::IntOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("LongOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::LongOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("StringOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::StringOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionType(v),
                         Err(e) => return Err(e),
                     }
@@ -991,21 +985,20 @@ impl AnyOptionValue {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "OptionValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OptionValue(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_4::Object>(object) {
+            Ok(chunks::h_4::Object::HostInternetScsiHbaParamValue(v)) => {
+                return Ok(Self::HostInternetScsiHbaParamValue(v));
             }
-            "HostInternetScsiHbaParamValue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostInternetScsiHbaParamValue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OptionValue(v)) => return Ok(Self::OptionValue(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyOptionValue {
@@ -1013,13 +1006,13 @@ impl x::Decode for AnyOptionValue {
         Ok(
             match r.xsi_type() {
                 Some("HostInternetScsiHbaParamValue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostInternetScsiHbaParamValue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OptionValue(v),
                         Err(e) => return Err(e),
                     }
@@ -1142,21 +1135,18 @@ impl AnyOvfCreateImportSpecParams {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "OvfCreateImportSpecParams" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfCreateImportSpecParams(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OvfCreateImportSpecParams(v)) => {
+                return Ok(Self::OvfCreateImportSpecParams(v));
             }
-            "OvfImportParams" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OvfImportParams(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::o_1::Object::OvfImportParams(v)) => {
+                return Ok(Self::OvfImportParams(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyOvfCreateImportSpecParams {
@@ -1164,13 +1154,13 @@ impl x::Decode for AnyOvfCreateImportSpecParams {
         Ok(
             match r.xsi_type() {
                 Some("OvfImportParams") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfImportParams(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OvfCreateImportSpecParams(v),
                         Err(e) => return Err(e),
                     }

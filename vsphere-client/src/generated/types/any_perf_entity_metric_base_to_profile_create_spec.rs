@@ -98,27 +98,21 @@ impl AnyPerfEntityMetricBase {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "PerfEntityMetricBase" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PerfEntityMetricBase(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PerfEntityMetricBase(v)) => {
+                return Ok(Self::PerfEntityMetricBase(v));
             }
-            "PerfEntityMetric" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PerfEntityMetric(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_1::Object::PerfEntityMetric(v)) => {
+                return Ok(Self::PerfEntityMetric(v));
             }
-            "PerfEntityMetricCSV" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PerfEntityMetricCSV(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_1::Object::PerfEntityMetricCSV(v)) => {
+                return Ok(Self::PerfEntityMetricCSV(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyPerfEntityMetricBase {
@@ -126,19 +120,19 @@ impl x::Decode for AnyPerfEntityMetricBase {
         Ok(
             match r.xsi_type() {
                 Some("PerfEntityMetric") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfEntityMetric(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PerfEntityMetricCSV") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfEntityMetricCSV(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfEntityMetricBase(v),
                         Err(e) => return Err(e),
                     }
@@ -284,27 +278,21 @@ impl AnyPerfMetricSeries {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "PerfMetricSeries" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PerfMetricSeries(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::PerfMetricSeries(v)) => {
+                return Ok(Self::PerfMetricSeries(v));
             }
-            "PerfMetricIntSeries" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PerfMetricIntSeries(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_1::Object::PerfMetricIntSeries(v)) => {
+                return Ok(Self::PerfMetricIntSeries(v));
             }
-            "PerfMetricSeriesCSV" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PerfMetricSeriesCSV(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_1::Object::PerfMetricSeriesCSV(v)) => {
+                return Ok(Self::PerfMetricSeriesCSV(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyPerfMetricSeries {
@@ -312,19 +300,19 @@ impl x::Decode for AnyPerfMetricSeries {
         Ok(
             match r.xsi_type() {
                 Some("PerfMetricIntSeries") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfMetricIntSeries(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("PerfMetricSeriesCSV") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfMetricSeriesCSV(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PerfMetricSeries(v),
                         Err(e) => return Err(e),
                     }
@@ -462,21 +450,20 @@ impl AnyPolicyOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "PolicyOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PolicyOption(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_3::Object>(object) {
+            Ok(chunks::c_3::Object::CompositePolicyOption(v)) => {
+                return Ok(Self::CompositePolicyOption(v));
             }
-            "CompositePolicyOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::CompositePolicyOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::PolicyOption(v)) => return Ok(Self::PolicyOption(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyPolicyOption {
@@ -484,13 +471,13 @@ impl x::Decode for AnyPolicyOption {
         Ok(
             match r.xsi_type() {
                 Some("CompositePolicyOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::CompositePolicyOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PolicyOption(v),
                         Err(e) => return Err(e),
                     }
@@ -625,27 +612,29 @@ impl AnyProfileConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ProfileConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterProfileConfigInfo(v)) => {
+                return Ok(Self::ClusterProfileConfigInfo(v));
             }
-            "ClusterProfileConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostProfileConfigInfo(v)) => {
+                return Ok(Self::HostProfileConfigInfo(v));
             }
-            "HostProfileConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::ProfileConfigInfo(v)) => {
+                return Ok(Self::ProfileConfigInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyProfileConfigInfo {
@@ -653,19 +642,19 @@ impl x::Decode for AnyProfileConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("ClusterProfileConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileConfigInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -933,69 +922,50 @@ impl AnyProfileCreateSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ProfileCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::c_2::Object>(object) {
+            Ok(chunks::c_2::Object::ClusterProfileCompleteConfigSpec(v)) => {
+                return Ok(Self::ClusterProfileCompleteConfigSpec(v));
             }
-            "ClusterProfileCompleteConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileCompleteConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterProfileConfigServiceCreateSpec(v)) => {
+                return Ok(Self::ClusterProfileConfigServiceCreateSpec(v));
             }
-            "ClusterProfileConfigServiceCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileConfigServiceCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterProfileConfigSpec(v)) => {
+                return Ok(Self::ClusterProfileConfigSpec(v));
             }
-            "ClusterProfileConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::c_2::Object::ClusterProfileCreateSpec(v)) => {
+                return Ok(Self::ClusterProfileCreateSpec(v));
             }
-            "ClusterProfileCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ClusterProfileCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_7::Object>(object) {
+            Ok(chunks::h_7::Object::HostProfileCompleteConfigSpec(v)) => {
+                return Ok(Self::HostProfileCompleteConfigSpec(v));
             }
-            "HostProfileCompleteConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileCompleteConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_7::Object::HostProfileConfigSpec(v)) => {
+                return Ok(Self::HostProfileConfigSpec(v));
             }
-            "HostProfileConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_7::Object::HostProfileHostBasedConfigSpec(v)) => {
+                return Ok(Self::HostProfileHostBasedConfigSpec(v));
             }
-            "HostProfileHostBasedConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileHostBasedConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::h_7::Object::HostProfileSerializedHostProfileSpec(v)) => {
+                return Ok(Self::HostProfileSerializedHostProfileSpec(v));
             }
-            "HostProfileSerializedHostProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostProfileSerializedHostProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::ProfileCreateSpec(v)) => {
+                return Ok(Self::ProfileCreateSpec(v));
             }
-            "ProfileSerializedCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileSerializedCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_2::Object::ProfileSerializedCreateSpec(v)) => {
+                return Ok(Self::ProfileSerializedCreateSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyProfileCreateSpec {
@@ -1003,61 +973,61 @@ impl x::Decode for AnyProfileCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("ClusterProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileConfigServiceCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigServiceCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ClusterProfileCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ClusterProfileCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileCompleteConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileCompleteConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileHostBasedConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileHostBasedConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HostProfileSerializedHostProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostProfileSerializedHostProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileSerializedCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileSerializedCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCreateSpec(v),
                         Err(e) => return Err(e),
                     }

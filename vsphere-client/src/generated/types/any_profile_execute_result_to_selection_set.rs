@@ -96,21 +96,22 @@ impl AnyProfileExecuteResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ProfileExecuteResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileExecuteResult(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_2::Object>(object) {
+            Ok(chunks::a_2::Object::ApplyHostProfileConfigurationSpec(v)) => {
+                return Ok(Self::ApplyHostProfileConfigurationSpec(v));
             }
-            "ApplyHostProfileConfigurationSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ApplyHostProfileConfigurationSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::ProfileExecuteResult(v)) => {
+                return Ok(Self::ProfileExecuteResult(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyProfileExecuteResult {
@@ -118,13 +119,13 @@ impl x::Decode for AnyProfileExecuteResult {
         Ok(
             match r.xsi_type() {
                 Some("ApplyHostProfileConfigurationSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ApplyHostProfileConfigurationSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileExecuteResult(v),
                         Err(e) => return Err(e),
                     }
@@ -264,27 +265,21 @@ impl AnyProfileExpression {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ProfileExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileExpression(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::ProfileExpression(v)) => {
+                return Ok(Self::ProfileExpression(v));
             }
-            "ProfileCompositeExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileCompositeExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_2::Object::ProfileCompositeExpression(v)) => {
+                return Ok(Self::ProfileCompositeExpression(v));
             }
-            "ProfileSimpleExpression" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileSimpleExpression(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_2::Object::ProfileSimpleExpression(v)) => {
+                return Ok(Self::ProfileSimpleExpression(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyProfileExpression {
@@ -292,19 +287,19 @@ impl x::Decode for AnyProfileExpression {
         Ok(
             match r.xsi_type() {
                 Some("ProfileCompositeExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCompositeExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ProfileSimpleExpression") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileSimpleExpression(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileExpression(v),
                         Err(e) => return Err(e),
                     }
@@ -479,27 +474,25 @@ impl AnyProfilePolicyOptionMetadata {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ProfilePolicyOptionMetadata" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfilePolicyOptionMetadata(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::ProfilePolicyOptionMetadata(v)) => {
+                return Ok(Self::ProfilePolicyOptionMetadata(v));
             }
-            "ProfileCompositePolicyOptionMetadata" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ProfileCompositePolicyOptionMetadata(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::p_2::Object::ProfileCompositePolicyOptionMetadata(v)) => {
+                return Ok(Self::ProfileCompositePolicyOptionMetadata(v));
             }
-            "UserInputRequiredParameterMetadata" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserInputRequiredParameterMetadata(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UserInputRequiredParameterMetadata(v)) => {
+                return Ok(Self::UserInputRequiredParameterMetadata(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyProfilePolicyOptionMetadata {
@@ -507,19 +500,19 @@ impl x::Decode for AnyProfilePolicyOptionMetadata {
         Ok(
             match r.xsi_type() {
                 Some("ProfileCompositePolicyOptionMetadata") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfileCompositePolicyOptionMetadata(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("UserInputRequiredParameterMetadata") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserInputRequiredParameterMetadata(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ProfilePolicyOptionMetadata(v),
                         Err(e) => return Err(e),
                     }
@@ -664,21 +657,22 @@ impl AnyResourcePoolSummary {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ResourcePoolSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ResourcePoolSummary(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::r_2::Object>(object) {
+            Ok(chunks::r_2::Object::ResourcePoolSummary(v)) => {
+                return Ok(Self::ResourcePoolSummary(v));
             }
-            "VirtualAppSummary" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualAppSummary(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VirtualAppSummary(v)) => {
+                return Ok(Self::VirtualAppSummary(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyResourcePoolSummary {
@@ -686,13 +680,13 @@ impl x::Decode for AnyResourcePoolSummary {
         Ok(
             match r.xsi_type() {
                 Some("VirtualAppSummary") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAppSummary(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ResourcePoolSummary(v),
                         Err(e) => return Err(e),
                     }
@@ -813,21 +807,18 @@ impl AnyScheduledTaskSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ScheduledTaskSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ScheduledTaskSpec(v)) => {
+                return Ok(Self::ScheduledTaskSpec(v));
             }
-            "ScheduledTaskInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::ScheduledTaskInfo(v)) => {
+                return Ok(Self::ScheduledTaskInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyScheduledTaskSpec {
@@ -835,13 +826,13 @@ impl x::Decode for AnyScheduledTaskSpec {
         Ok(
             match r.xsi_type() {
                 Some("ScheduledTaskInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -962,21 +953,18 @@ impl AnyScsiLun {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ScsiLun" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScsiLun(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "HostScsiDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HostScsiDisk(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::h_8::Object>(object) {
+            Ok(chunks::h_8::Object::HostScsiDisk(v)) => return Ok(Self::HostScsiDisk(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ScsiLun(v)) => return Ok(Self::ScsiLun(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyScsiLun {
@@ -984,13 +972,13 @@ impl x::Decode for AnyScsiLun {
         Ok(
             match r.xsi_type() {
                 Some("HostScsiDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HostScsiDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScsiLun(v),
                         Err(e) => return Err(e),
                     }
@@ -1121,27 +1109,21 @@ impl AnySelectionSet {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "SelectionSet" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SelectionSet(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DVPortgroupSelection(v)) => {
+                return Ok(Self::DVPortgroupSelection(v));
             }
-            "DVPortgroupSelection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVPortgroupSelection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DVSSelection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DVSSelection(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(chunks::d_1::Object::DVSSelection(v)) => return Ok(Self::DVSSelection(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SelectionSet(v)) => return Ok(Self::SelectionSet(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnySelectionSet {
@@ -1149,19 +1131,19 @@ impl x::Decode for AnySelectionSet {
         Ok(
             match r.xsi_type() {
                 Some("DVPortgroupSelection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVPortgroupSelection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DVSSelection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DVSSelection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SelectionSet(v),
                         Err(e) => return Err(e),
                     }

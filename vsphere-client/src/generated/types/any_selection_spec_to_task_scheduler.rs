@@ -86,21 +86,20 @@ impl AnySelectionSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "SelectionSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SelectionSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SelectionSpec(v)) => {
+                return Ok(Self::SelectionSpec(v));
             }
-            "TraversalSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TraversalSpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TraversalSpec(v)) => return Ok(Self::TraversalSpec(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnySelectionSpec {
@@ -108,13 +107,13 @@ impl x::Decode for AnySelectionSpec {
         Ok(
             match r.xsi_type() {
                 Some("TraversalSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TraversalSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SelectionSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -253,27 +252,21 @@ impl AnyServiceLocatorCredential {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "ServiceLocatorCredential" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServiceLocatorCredential(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ServiceLocatorCredential(v)) => {
+                return Ok(Self::ServiceLocatorCredential(v));
             }
-            "ServiceLocatorNamePassword" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServiceLocatorNamePassword(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::ServiceLocatorNamePassword(v)) => {
+                return Ok(Self::ServiceLocatorNamePassword(v));
             }
-            "ServiceLocatorSAMLCredential" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ServiceLocatorSAMLCredential(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_1::Object::ServiceLocatorSAMLCredential(v)) => {
+                return Ok(Self::ServiceLocatorSAMLCredential(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyServiceLocatorCredential {
@@ -281,19 +274,19 @@ impl x::Decode for AnyServiceLocatorCredential {
         Ok(
             match r.xsi_type() {
                 Some("ServiceLocatorNamePassword") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceLocatorNamePassword(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("ServiceLocatorSAMLCredential") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceLocatorSAMLCredential(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ServiceLocatorCredential(v),
                         Err(e) => return Err(e),
                     }
@@ -469,27 +462,21 @@ impl AnySessionManagerServiceRequestSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "SessionManagerServiceRequestSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SessionManagerServiceRequestSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::s_2::Object>(object) {
+            Ok(chunks::s_2::Object::SessionManagerServiceRequestSpec(v)) => {
+                return Ok(Self::SessionManagerServiceRequestSpec(v));
             }
-            "SessionManagerHttpServiceRequestSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SessionManagerHttpServiceRequestSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_2::Object::SessionManagerHttpServiceRequestSpec(v)) => {
+                return Ok(Self::SessionManagerHttpServiceRequestSpec(v));
             }
-            "SessionManagerVmomiServiceRequestSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SessionManagerVmomiServiceRequestSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::s_2::Object::SessionManagerVmomiServiceRequestSpec(v)) => {
+                return Ok(Self::SessionManagerVmomiServiceRequestSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnySessionManagerServiceRequestSpec {
@@ -497,19 +484,19 @@ impl x::Decode for AnySessionManagerServiceRequestSpec {
         Ok(
             match r.xsi_type() {
                 Some("SessionManagerHttpServiceRequestSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionManagerHttpServiceRequestSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SessionManagerVmomiServiceRequestSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionManagerVmomiServiceRequestSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SessionManagerServiceRequestSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -663,21 +650,18 @@ impl AnyTaskManagerTaskViewSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "TaskManagerTaskViewSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskManagerTaskViewSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TaskManagerTaskViewSpec(v)) => {
+                return Ok(Self::TaskManagerTaskViewSpec(v));
             }
-            "TaskManagerViewByStartId" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskManagerViewByStartId(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::t::Object::TaskManagerViewByStartId(v)) => {
+                return Ok(Self::TaskManagerViewByStartId(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyTaskManagerTaskViewSpec {
@@ -685,13 +669,13 @@ impl x::Decode for AnyTaskManagerTaskViewSpec {
         Ok(
             match r.xsi_type() {
                 Some("TaskManagerViewByStartId") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskManagerViewByStartId(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskManagerTaskViewSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -835,39 +819,25 @@ impl AnyTaskReason {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "TaskReason" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskReason(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TaskReason(v)) => return Ok(Self::TaskReason(v)),
+            Ok(chunks::t::Object::TaskReasonAlarm(v)) => {
+                return Ok(Self::TaskReasonAlarm(v));
             }
-            "TaskReasonAlarm" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskReasonAlarm(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::t::Object::TaskReasonSchedule(v)) => {
+                return Ok(Self::TaskReasonSchedule(v));
             }
-            "TaskReasonSchedule" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskReasonSchedule(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::t::Object::TaskReasonSystem(v)) => {
+                return Ok(Self::TaskReasonSystem(v));
             }
-            "TaskReasonSystem" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskReasonSystem(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::t::Object::TaskReasonUser(v)) => {
+                return Ok(Self::TaskReasonUser(v));
             }
-            "TaskReasonUser" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskReasonUser(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyTaskReason {
@@ -875,31 +845,31 @@ impl x::Decode for AnyTaskReason {
         Ok(
             match r.xsi_type() {
                 Some("TaskReasonAlarm") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonAlarm(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskReasonSchedule") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonSchedule(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskReasonSystem") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonSystem(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("TaskReasonUser") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReasonUser(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskReason(v),
                         Err(e) => return Err(e),
                     }
@@ -1146,69 +1116,68 @@ impl AnyTaskScheduler {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "TaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_1::Object>(object) {
+            Ok(chunks::a_1::Object::AfterStartupTaskScheduler(v)) => {
+                return Ok(Self::AfterStartupTaskScheduler(v));
             }
-            "AfterStartupTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::AfterStartupTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_1::Object>(object) {
+            Ok(chunks::d_1::Object::DailyTaskScheduler(v)) => {
+                return Ok(Self::DailyTaskScheduler(v));
             }
-            "DailyTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DailyTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::h_10::Object>(object) {
+            Ok(chunks::h_10::Object::HourlyTaskScheduler(v)) => {
+                return Ok(Self::HourlyTaskScheduler(v));
             }
-            "HourlyTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::HourlyTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::l_to_m::Object>(object) {
+            Ok(chunks::l_to_m::Object::MonthlyByDayTaskScheduler(v)) => {
+                return Ok(Self::MonthlyByDayTaskScheduler(v));
             }
-            "MonthlyByDayTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MonthlyByDayTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::l_to_m::Object::MonthlyByWeekdayTaskScheduler(v)) => {
+                return Ok(Self::MonthlyByWeekdayTaskScheduler(v));
             }
-            "MonthlyByWeekdayTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MonthlyByWeekdayTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::l_to_m::Object::MonthlyTaskScheduler(v)) => {
+                return Ok(Self::MonthlyTaskScheduler(v));
             }
-            "MonthlyTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MonthlyTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::o_1::Object>(object) {
+            Ok(chunks::o_1::Object::OnceTaskScheduler(v)) => {
+                return Ok(Self::OnceTaskScheduler(v));
             }
-            "OnceTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::OnceTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::r_1::Object>(object) {
+            Ok(chunks::r_1::Object::RecurrentTaskScheduler(v)) => {
+                return Ok(Self::RecurrentTaskScheduler(v));
             }
-            "RecurrentTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::RecurrentTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TaskScheduler(v)) => return Ok(Self::TaskScheduler(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::w_to_v::Object>(object) {
+            Ok(chunks::w_to_v::Object::WeeklyTaskScheduler(v)) => {
+                return Ok(Self::WeeklyTaskScheduler(v));
             }
-            "WeeklyTaskScheduler" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::WeeklyTaskScheduler(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyTaskScheduler {
@@ -1216,61 +1185,61 @@ impl x::Decode for AnyTaskScheduler {
         Ok(
             match r.xsi_type() {
                 Some("AfterStartupTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::AfterStartupTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DailyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DailyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("HourlyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::HourlyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MonthlyByDayTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MonthlyByDayTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MonthlyByWeekdayTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MonthlyByWeekdayTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("MonthlyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MonthlyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("OnceTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::OnceTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("RecurrentTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::RecurrentTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("WeeklyTaskScheduler") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::WeeklyTaskScheduler(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TaskScheduler(v),
                         Err(e) => return Err(e),
                     }

@@ -88,21 +88,22 @@ impl AnyTypeDescription {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "TypeDescription" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::TypeDescription(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::ScheduledTaskDetail(v)) => {
+                return Ok(Self::ScheduledTaskDetail(v));
             }
-            "ScheduledTaskDetail" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ScheduledTaskDetail(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::t::Object>(object) {
+            Ok(chunks::t::Object::TypeDescription(v)) => {
+                return Ok(Self::TypeDescription(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyTypeDescription {
@@ -110,13 +111,13 @@ impl x::Decode for AnyTypeDescription {
         Ok(
             match r.xsi_type() {
                 Some("ScheduledTaskDetail") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ScheduledTaskDetail(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::TypeDescription(v),
                         Err(e) => return Err(e),
                     }
@@ -241,21 +242,22 @@ impl AnyUserSearchResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "UserSearchResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::UserSearchResult(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_2::Object>(object) {
+            Ok(chunks::p_2::Object::PosixUserSearchResult(v)) => {
+                return Ok(Self::PosixUserSearchResult(v));
             }
-            "PosixUserSearchResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::PosixUserSearchResult(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::u::Object>(object) {
+            Ok(chunks::u::Object::UserSearchResult(v)) => {
+                return Ok(Self::UserSearchResult(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyUserSearchResult {
@@ -263,13 +265,13 @@ impl x::Decode for AnyUserSearchResult {
         Ok(
             match r.xsi_type() {
                 Some("PosixUserSearchResult") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::PosixUserSearchResult(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::UserSearchResult(v),
                         Err(e) => return Err(e),
                     }
@@ -843,291 +845,165 @@ impl AnyVirtualDevice {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDevice(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::ParaVirtualSCSIController(v)) => {
+                return Ok(Self::ParaVirtualSCSIController(v));
             }
-            "ParaVirtualSCSIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ParaVirtualSCSIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VirtualAHCIController(v)) => {
+                return Ok(Self::VirtualAHCIController(v));
             }
-            "VirtualAHCIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualAHCIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDevice(v)) => {
+                return Ok(Self::VirtualDevice(v));
             }
-            "VirtualBusLogicController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualBusLogicController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualBusLogicController(v)) => {
+                return Ok(Self::VirtualBusLogicController(v));
             }
-            "VirtualCdrom" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdrom(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdrom(v)) => return Ok(Self::VirtualCdrom(v)),
+            Ok(chunks::v_3::Object::VirtualController(v)) => {
+                return Ok(Self::VirtualController(v));
             }
-            "VirtualController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDisk(v)) => return Ok(Self::VirtualDisk(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualE1000(v)) => return Ok(Self::VirtualE1000(v)),
+            Ok(chunks::v_4::Object::VirtualE1000e(v)) => {
+                return Ok(Self::VirtualE1000e(v));
             }
-            "VirtualDisk" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDisk(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEnsoniq1371(v)) => {
+                return Ok(Self::VirtualEnsoniq1371(v));
             }
-            "VirtualE1000" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualE1000(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCard(v)) => {
+                return Ok(Self::VirtualEthernetCard(v));
             }
-            "VirtualE1000e" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualE1000e(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppy(v)) => {
+                return Ok(Self::VirtualFloppy(v));
             }
-            "VirtualEnsoniq1371" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEnsoniq1371(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualHdAudioCard(v)) => {
+                return Ok(Self::VirtualHdAudioCard(v));
             }
-            "VirtualEthernetCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualIDEController(v)) => {
+                return Ok(Self::VirtualIDEController(v));
             }
-            "VirtualFloppy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppy(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualKeyboard(v)) => {
+                return Ok(Self::VirtualKeyboard(v));
             }
-            "VirtualHdAudioCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualHdAudioCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualLsiLogicController(v)) => {
+                return Ok(Self::VirtualLsiLogicController(v));
             }
-            "VirtualIDEController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualIDEController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualLsiLogicSASController(v)) => {
+                return Ok(Self::VirtualLsiLogicSASController(v));
             }
-            "VirtualKeyboard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualKeyboard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineVMCIDevice(v)) => {
+                return Ok(Self::VirtualMachineVMCIDevice(v));
             }
-            "VirtualLsiLogicController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualLsiLogicController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_7::Object::VirtualMachineVMIROM(v)) => {
+                return Ok(Self::VirtualMachineVMIROM(v));
             }
-            "VirtualLsiLogicSASController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualLsiLogicSASController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_7::Object::VirtualMachineVideoCard(v)) => {
+                return Ok(Self::VirtualMachineVideoCard(v));
             }
-            "VirtualMachineVMCIDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVMCIDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
+            Ok(chunks::v_8::Object::VirtualNVDIMM(v)) => {
+                return Ok(Self::VirtualNVDIMM(v));
             }
-            "VirtualMachineVMIROM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVMIROM(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualNVDIMMController(v)) => {
+                return Ok(Self::VirtualNVDIMMController(v));
             }
-            "VirtualMachineVideoCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVideoCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualNVMEController(v)) => {
+                return Ok(Self::VirtualNVMEController(v));
             }
-            "VirtualNVDIMM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMM(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIController(v)) => {
+                return Ok(Self::VirtualPCIController(v));
             }
-            "VirtualNVDIMMController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMMController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthrough(v)) => {
+                return Ok(Self::VirtualPCIPassthrough(v));
             }
-            "VirtualNVMEController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVMEController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCNet32(v)) => {
+                return Ok(Self::VirtualPCNet32(v));
             }
-            "VirtualPCIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPS2Controller(v)) => {
+                return Ok(Self::VirtualPS2Controller(v));
             }
-            "VirtualPCIPassthrough" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthrough(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPort(v)) => {
+                return Ok(Self::VirtualParallelPort(v));
             }
-            "VirtualPCNet32" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCNet32(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPointingDevice(v)) => {
+                return Ok(Self::VirtualPointingDevice(v));
             }
-            "VirtualPS2Controller" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPS2Controller(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPrecisionClock(v)) => {
+                return Ok(Self::VirtualPrecisionClock(v));
             }
-            "VirtualParallelPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPort(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSATAController(v)) => {
+                return Ok(Self::VirtualSATAController(v));
             }
-            "VirtualPointingDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPointingDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIController(v)) => {
+                return Ok(Self::VirtualSCSIController(v));
             }
-            "VirtualPrecisionClock" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPrecisionClock(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIPassthrough(v)) => {
+                return Ok(Self::VirtualSCSIPassthrough(v));
             }
-            "VirtualSATAController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSATAController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSIOController(v)) => {
+                return Ok(Self::VirtualSIOController(v));
             }
-            "VirtualSCSIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPort(v)) => {
+                return Ok(Self::VirtualSerialPort(v));
             }
-            "VirtualSCSIPassthrough" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIPassthrough(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundBlaster16(v)) => {
+                return Ok(Self::VirtualSoundBlaster16(v));
             }
-            "VirtualSIOController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSIOController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundCard(v)) => {
+                return Ok(Self::VirtualSoundCard(v));
             }
-            "VirtualSerialPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPort(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSriovEthernetCard(v)) => {
+                return Ok(Self::VirtualSriovEthernetCard(v));
             }
-            "VirtualSoundBlaster16" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundBlaster16(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VirtualTPM(v)) => return Ok(Self::VirtualTPM(v)),
+            Ok(chunks::v_9::Object::VirtualUSB(v)) => return Ok(Self::VirtualUSB(v)),
+            Ok(chunks::v_9::Object::VirtualUSBController(v)) => {
+                return Ok(Self::VirtualUSBController(v));
             }
-            "VirtualSoundCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBXHCIController(v)) => {
+                return Ok(Self::VirtualUSBXHCIController(v));
             }
-            "VirtualSriovEthernetCard" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSriovEthernetCard(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet(v)) => {
+                return Ok(Self::VirtualVmxnet(v));
             }
-            "VirtualTPM" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualTPM(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet2(v)) => {
+                return Ok(Self::VirtualVmxnet2(v));
             }
-            "VirtualUSB" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSB(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet3(v)) => {
+                return Ok(Self::VirtualVmxnet3(v));
             }
-            "VirtualUSBController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBController(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet3Vrdma(v)) => {
+                return Ok(Self::VirtualVmxnet3Vrdma(v));
             }
-            "VirtualUSBXHCIController" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBXHCIController(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet2" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet2(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet3" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet3(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualVmxnet3Vrdma" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet3Vrdma(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "VirtualWDT" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualWDT(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(chunks::v_9::Object::VirtualWDT(v)) => return Ok(Self::VirtualWDT(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDevice {
@@ -1135,283 +1011,283 @@ impl x::Decode for AnyVirtualDevice {
         Ok(
             match r.xsi_type() {
                 Some("ParaVirtualSCSIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ParaVirtualSCSIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualAHCIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAHCIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualBusLogicController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualBusLogicController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdrom") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdrom(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDisk") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDisk(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000e") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000e(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEnsoniq1371") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEnsoniq1371(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppy") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppy(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualHdAudioCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualHdAudioCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualIDEController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualIDEController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualKeyboard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualKeyboard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicSASController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicSASController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVMCIDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVMCIDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVMIROM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVMIROM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVideoCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVideoCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVMEController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVMEController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthrough") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthrough(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCNet32") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCNet32(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPS2Controller") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPS2Controller(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClock") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClock(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSATAController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSATAController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthrough") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthrough(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSIOController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSIOController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundBlaster16") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundBlaster16(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCard") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCard(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualTPM") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualTPM(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSB") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSB(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBXHCIController") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBXHCIController(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet2") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet2(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3Vrdma") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3Vrdma(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualWDT") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualWDT(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevice(v),
                         Err(e) => return Err(e),
                     }

@@ -1012,299 +1012,170 @@ impl AnyVirtualDeviceBackingInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualDeviceBackingInfo(v));
             }
-            "VirtualCdromAtapiBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromAtapiBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromAtapiBackingInfo(v)) => {
+                return Ok(Self::VirtualCdromAtapiBackingInfo(v));
             }
-            "VirtualCdromIsoBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromIsoBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromIsoBackingInfo(v)) => {
+                return Ok(Self::VirtualCdromIsoBackingInfo(v));
             }
-            "VirtualCdromPassthroughBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromPassthroughBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromPassthroughBackingInfo(v)) => {
+                return Ok(Self::VirtualCdromPassthroughBackingInfo(v));
             }
-            "VirtualCdromRemoteAtapiBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromRemoteAtapiBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromRemoteAtapiBackingInfo(v)) => {
+                return Ok(Self::VirtualCdromRemoteAtapiBackingInfo(v));
             }
-            "VirtualCdromRemotePassthroughBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromRemotePassthroughBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromRemotePassthroughBackingInfo(v)) => {
+                return Ok(Self::VirtualCdromRemotePassthroughBackingInfo(v));
             }
-            "VirtualDeviceDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualDeviceDeviceBackingInfo(v));
             }
-            "VirtualDeviceFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceFileBackingInfo(v)) => {
+                return Ok(Self::VirtualDeviceFileBackingInfo(v));
             }
-            "VirtualDevicePipeBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDevicePipeBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDevicePipeBackingInfo(v)) => {
+                return Ok(Self::VirtualDevicePipeBackingInfo(v));
             }
-            "VirtualDeviceRemoteDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceRemoteDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceRemoteDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualDeviceRemoteDeviceBackingInfo(v));
             }
-            "VirtualDeviceURIBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceURIBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceURIBackingInfo(v)) => {
+                return Ok(Self::VirtualDeviceURIBackingInfo(v));
             }
-            "VirtualDiskFlatVer1BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskFlatVer1BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskFlatVer1BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskFlatVer1BackingInfo(v));
             }
-            "VirtualDiskFlatVer2BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskFlatVer2BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskFlatVer2BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskFlatVer2BackingInfo(v));
             }
-            "VirtualDiskLocalPMemBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskLocalPMemBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskLocalPMemBackingInfo(v)) => {
+                return Ok(Self::VirtualDiskLocalPMemBackingInfo(v));
             }
-            "VirtualDiskPartitionedRawDiskVer2BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskPartitionedRawDiskVer2BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v));
             }
-            "VirtualDiskRawDiskMappingVer1BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskRawDiskMappingVer1BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskRawDiskMappingVer1BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskRawDiskMappingVer1BackingInfo(v));
             }
-            "VirtualDiskRawDiskVer2BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskRawDiskVer2BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskRawDiskVer2BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskRawDiskVer2BackingInfo(v));
             }
-            "VirtualDiskSeSparseBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSeSparseBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualDiskSeSparseBackingInfo(v)) => {
+                return Ok(Self::VirtualDiskSeSparseBackingInfo(v));
             }
-            "VirtualDiskSparseVer1BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSparseVer1BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualDiskSparseVer1BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskSparseVer1BackingInfo(v));
             }
-            "VirtualDiskSparseVer2BackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSparseVer2BackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualDiskSparseVer2BackingInfo(v)) => {
+                return Ok(Self::VirtualDiskSparseVer2BackingInfo(v));
             }
-            "VirtualEthernetCardDistributedVirtualPortBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v))
-                    }
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::v_4::Object::VirtualEthernetCardDistributedVirtualPortBackingInfo(
+                    v,
+                ),
+            ) => return Ok(Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v)),
+            Ok(chunks::v_4::Object::VirtualEthernetCardLegacyNetworkBackingInfo(v)) => {
+                return Ok(Self::VirtualEthernetCardLegacyNetworkBackingInfo(v));
             }
-            "VirtualEthernetCardLegacyNetworkBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardLegacyNetworkBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardNetworkBackingInfo(v)) => {
+                return Ok(Self::VirtualEthernetCardNetworkBackingInfo(v));
             }
-            "VirtualEthernetCardNetworkBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardNetworkBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardOpaqueNetworkBackingInfo(v)) => {
+                return Ok(Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v));
             }
-            "VirtualEthernetCardOpaqueNetworkBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualFloppyDeviceBackingInfo(v));
             }
-            "VirtualFloppyDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyImageBackingInfo(v)) => {
+                return Ok(Self::VirtualFloppyImageBackingInfo(v));
             }
-            "VirtualFloppyImageBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyImageBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyRemoteDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualFloppyRemoteDeviceBackingInfo(v));
             }
-            "VirtualFloppyRemoteDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyRemoteDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
+            Ok(chunks::v_8::Object::VirtualNVDIMMBackingInfo(v)) => {
+                return Ok(Self::VirtualNVDIMMBackingInfo(v));
             }
-            "VirtualNVDIMMBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMMBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualPCIPassthroughDeviceBackingInfo(v));
             }
-            "VirtualPCIPassthroughDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughDvxBackingInfo(v)) => {
+                return Ok(Self::VirtualPCIPassthroughDvxBackingInfo(v));
             }
-            "VirtualPCIPassthroughDvxBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughDvxBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughDynamicBackingInfo(v)) => {
+                return Ok(Self::VirtualPCIPassthroughDynamicBackingInfo(v));
             }
-            "VirtualPCIPassthroughDynamicBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughDynamicBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughPluginBackingInfo(v)) => {
+                return Ok(Self::VirtualPCIPassthroughPluginBackingInfo(v));
             }
-            "VirtualPCIPassthroughPluginBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughPluginBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughVmiopBackingInfo(v)) => {
+                return Ok(Self::VirtualPCIPassthroughVmiopBackingInfo(v));
             }
-            "VirtualPCIPassthroughVmiopBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughVmiopBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPortDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualParallelPortDeviceBackingInfo(v));
             }
-            "VirtualParallelPortDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPortDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPortFileBackingInfo(v)) => {
+                return Ok(Self::VirtualParallelPortFileBackingInfo(v));
             }
-            "VirtualParallelPortFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPortFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPointingDeviceDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualPointingDeviceDeviceBackingInfo(v));
             }
-            "VirtualPointingDeviceDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPointingDeviceDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPrecisionClockSystemClockBackingInfo(v)) => {
+                return Ok(Self::VirtualPrecisionClockSystemClockBackingInfo(v));
             }
-            "VirtualPrecisionClockSystemClockBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPrecisionClockSystemClockBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIPassthroughDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualSCSIPassthroughDeviceBackingInfo(v));
             }
-            "VirtualSCSIPassthroughDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIPassthroughDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualSerialPortDeviceBackingInfo(v));
             }
-            "VirtualSerialPortDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortFileBackingInfo(v)) => {
+                return Ok(Self::VirtualSerialPortFileBackingInfo(v));
             }
-            "VirtualSerialPortFileBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortFileBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortPipeBackingInfo(v)) => {
+                return Ok(Self::VirtualSerialPortPipeBackingInfo(v));
             }
-            "VirtualSerialPortPipeBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortPipeBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortThinPrintBackingInfo(v)) => {
+                return Ok(Self::VirtualSerialPortThinPrintBackingInfo(v));
             }
-            "VirtualSerialPortThinPrintBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortThinPrintBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortURIBackingInfo(v)) => {
+                return Ok(Self::VirtualSerialPortURIBackingInfo(v));
             }
-            "VirtualSerialPortURIBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortURIBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundCardDeviceBackingInfo(v)) => {
+                return Ok(Self::VirtualSoundCardDeviceBackingInfo(v));
             }
-            "VirtualSoundCardDeviceBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundCardDeviceBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSriovEthernetCardSriovBackingInfo(v)) => {
+                return Ok(Self::VirtualSriovEthernetCardSriovBackingInfo(v));
             }
-            "VirtualSriovEthernetCardSriovBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSriovEthernetCardSriovBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VirtualUSBRemoteClientBackingInfo(v)) => {
+                return Ok(Self::VirtualUSBRemoteClientBackingInfo(v));
             }
-            "VirtualUSBRemoteClientBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBRemoteClientBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBRemoteHostBackingInfo(v)) => {
+                return Ok(Self::VirtualUSBRemoteHostBackingInfo(v));
             }
-            "VirtualUSBRemoteHostBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBRemoteHostBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBUSBBackingInfo(v)) => {
+                return Ok(Self::VirtualUSBUSBBackingInfo(v));
             }
-            "VirtualUSBUSBBackingInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBUSBBackingInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDeviceBackingInfo {
@@ -1312,121 +1183,121 @@ impl x::Decode for AnyVirtualDeviceBackingInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualCdromAtapiBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromAtapiBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromIsoBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromIsoBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromPassthroughBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromPassthroughBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemoteAtapiBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemoteAtapiBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemotePassthroughBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemotePassthroughBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDevicePipeBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevicePipeBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceRemoteDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceRemoteDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceURIBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceURIBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer1BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer1BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskLocalPMemBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskLocalPMemBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskPartitionedRawDiskVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskPartitionedRawDiskVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskMappingVer1BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskMappingVer1BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSeSparseBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSeSparseBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer1BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer1BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer2BackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer2BackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardDistributedVirtualPortBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualEthernetCardDistributedVirtualPortBackingInfo(v)
                         }
@@ -1434,169 +1305,169 @@ impl x::Decode for AnyVirtualDeviceBackingInfo {
                     }
                 }
                 Some("VirtualEthernetCardLegacyNetworkBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardLegacyNetworkBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardNetworkBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardNetworkBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardOpaqueNetworkBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardOpaqueNetworkBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyImageBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyImageBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyRemoteDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyRemoteDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDvxBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDvxBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDynamicBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDynamicBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughPluginBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughPluginBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughVmiopBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughVmiopBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDeviceDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDeviceDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClockSystemClockBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClockSystemClockBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthroughDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthroughDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortFileBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortFileBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortPipeBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortPipeBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortThinPrintBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortThinPrintBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortURIBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortURIBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCardDeviceBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCardDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCardSriovBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCardSriovBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteClientBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteClientBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteHostBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteHostBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBUSBBackingInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBUSBBackingInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceBackingInfo(v),
                         Err(e) => return Err(e),
                     }

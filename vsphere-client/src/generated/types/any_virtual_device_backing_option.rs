@@ -1058,291 +1058,165 @@ impl AnyVirtualDeviceBackingOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualDeviceBackingOption(v));
             }
-            "VirtualCdromAtapiBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromAtapiBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromAtapiBackingOption(v)) => {
+                return Ok(Self::VirtualCdromAtapiBackingOption(v));
             }
-            "VirtualCdromIsoBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromIsoBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromIsoBackingOption(v)) => {
+                return Ok(Self::VirtualCdromIsoBackingOption(v));
             }
-            "VirtualCdromPassthroughBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromPassthroughBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromPassthroughBackingOption(v)) => {
+                return Ok(Self::VirtualCdromPassthroughBackingOption(v));
             }
-            "VirtualCdromRemoteAtapiBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromRemoteAtapiBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromRemoteAtapiBackingOption(v)) => {
+                return Ok(Self::VirtualCdromRemoteAtapiBackingOption(v));
             }
-            "VirtualCdromRemotePassthroughBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromRemotePassthroughBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromRemotePassthroughBackingOption(v)) => {
+                return Ok(Self::VirtualCdromRemotePassthroughBackingOption(v));
             }
-            "VirtualDeviceDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualDeviceDeviceBackingOption(v));
             }
-            "VirtualDeviceFileBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceFileBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceFileBackingOption(v)) => {
+                return Ok(Self::VirtualDeviceFileBackingOption(v));
             }
-            "VirtualDevicePipeBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDevicePipeBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDevicePipeBackingOption(v)) => {
+                return Ok(Self::VirtualDevicePipeBackingOption(v));
             }
-            "VirtualDeviceRemoteDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceRemoteDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceRemoteDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualDeviceRemoteDeviceBackingOption(v));
             }
-            "VirtualDeviceURIBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceURIBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDeviceURIBackingOption(v)) => {
+                return Ok(Self::VirtualDeviceURIBackingOption(v));
             }
-            "VirtualDiskFlatVer1BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskFlatVer1BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskFlatVer1BackingOption(v)) => {
+                return Ok(Self::VirtualDiskFlatVer1BackingOption(v));
             }
-            "VirtualDiskFlatVer2BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskFlatVer2BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskFlatVer2BackingOption(v)) => {
+                return Ok(Self::VirtualDiskFlatVer2BackingOption(v));
             }
-            "VirtualDiskLocalPMemBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskLocalPMemBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskLocalPMemBackingOption(v)) => {
+                return Ok(Self::VirtualDiskLocalPMemBackingOption(v));
             }
-            "VirtualDiskPartitionedRawDiskVer2BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::v_3::Object::VirtualDiskPartitionedRawDiskVer2BackingOption(v),
+            ) => return Ok(Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v)),
+            Ok(chunks::v_3::Object::VirtualDiskRawDiskMappingVer1BackingOption(v)) => {
+                return Ok(Self::VirtualDiskRawDiskMappingVer1BackingOption(v));
             }
-            "VirtualDiskRawDiskMappingVer1BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskRawDiskMappingVer1BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskRawDiskVer2BackingOption(v)) => {
+                return Ok(Self::VirtualDiskRawDiskVer2BackingOption(v));
             }
-            "VirtualDiskRawDiskVer2BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskRawDiskVer2BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualDiskSeSparseBackingOption(v)) => {
+                return Ok(Self::VirtualDiskSeSparseBackingOption(v));
             }
-            "VirtualDiskSeSparseBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSeSparseBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualDiskSparseVer1BackingOption(v)) => {
+                return Ok(Self::VirtualDiskSparseVer1BackingOption(v));
             }
-            "VirtualDiskSparseVer1BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSparseVer1BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualDiskSparseVer2BackingOption(v)) => {
+                return Ok(Self::VirtualDiskSparseVer2BackingOption(v));
             }
-            "VirtualDiskSparseVer2BackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSparseVer2BackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardDVPortBackingOption(v)) => {
+                return Ok(Self::VirtualEthernetCardDVPortBackingOption(v));
             }
-            "VirtualEthernetCardDVPortBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardDVPortBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardLegacyNetworkBackingOption(v)) => {
+                return Ok(Self::VirtualEthernetCardLegacyNetworkBackingOption(v));
             }
-            "VirtualEthernetCardLegacyNetworkBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardLegacyNetworkBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardNetworkBackingOption(v)) => {
+                return Ok(Self::VirtualEthernetCardNetworkBackingOption(v));
             }
-            "VirtualEthernetCardNetworkBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardNetworkBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardOpaqueNetworkBackingOption(v)) => {
+                return Ok(Self::VirtualEthernetCardOpaqueNetworkBackingOption(v));
             }
-            "VirtualEthernetCardOpaqueNetworkBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardOpaqueNetworkBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualFloppyDeviceBackingOption(v));
             }
-            "VirtualFloppyDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyImageBackingOption(v)) => {
+                return Ok(Self::VirtualFloppyImageBackingOption(v));
             }
-            "VirtualFloppyImageBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyImageBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyRemoteDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualFloppyRemoteDeviceBackingOption(v));
             }
-            "VirtualFloppyRemoteDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyRemoteDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualPCIPassthroughDeviceBackingOption(v));
             }
-            "VirtualPCIPassthroughDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughDvxBackingOption(v)) => {
+                return Ok(Self::VirtualPCIPassthroughDvxBackingOption(v));
             }
-            "VirtualPCIPassthroughDvxBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughDvxBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughDynamicBackingOption(v)) => {
+                return Ok(Self::VirtualPCIPassthroughDynamicBackingOption(v));
             }
-            "VirtualPCIPassthroughDynamicBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughDynamicBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughPluginBackingOption(v)) => {
+                return Ok(Self::VirtualPCIPassthroughPluginBackingOption(v));
             }
-            "VirtualPCIPassthroughPluginBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughPluginBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughVmiopBackingOption(v)) => {
+                return Ok(Self::VirtualPCIPassthroughVmiopBackingOption(v));
             }
-            "VirtualPCIPassthroughVmiopBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughVmiopBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPortDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualParallelPortDeviceBackingOption(v));
             }
-            "VirtualParallelPortDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPortDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPortFileBackingOption(v)) => {
+                return Ok(Self::VirtualParallelPortFileBackingOption(v));
             }
-            "VirtualParallelPortFileBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPortFileBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPointingDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualPointingDeviceBackingOption(v));
             }
-            "VirtualPointingDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPointingDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPrecisionClockSystemClockBackingOption(v)) => {
+                return Ok(Self::VirtualPrecisionClockSystemClockBackingOption(v));
             }
-            "VirtualPrecisionClockSystemClockBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPrecisionClockSystemClockBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIPassthroughDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualSCSIPassthroughDeviceBackingOption(v));
             }
-            "VirtualSCSIPassthroughDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIPassthroughDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualSerialPortDeviceBackingOption(v));
             }
-            "VirtualSerialPortDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortFileBackingOption(v)) => {
+                return Ok(Self::VirtualSerialPortFileBackingOption(v));
             }
-            "VirtualSerialPortFileBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortFileBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortPipeBackingOption(v)) => {
+                return Ok(Self::VirtualSerialPortPipeBackingOption(v));
             }
-            "VirtualSerialPortPipeBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortPipeBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortThinPrintBackingOption(v)) => {
+                return Ok(Self::VirtualSerialPortThinPrintBackingOption(v));
             }
-            "VirtualSerialPortThinPrintBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortThinPrintBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortURIBackingOption(v)) => {
+                return Ok(Self::VirtualSerialPortURIBackingOption(v));
             }
-            "VirtualSerialPortURIBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortURIBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundCardDeviceBackingOption(v)) => {
+                return Ok(Self::VirtualSoundCardDeviceBackingOption(v));
             }
-            "VirtualSoundCardDeviceBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundCardDeviceBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSriovEthernetCardSriovBackingOption(v)) => {
+                return Ok(Self::VirtualSriovEthernetCardSriovBackingOption(v));
             }
-            "VirtualSriovEthernetCardSriovBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSriovEthernetCardSriovBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VirtualUSBRemoteClientBackingOption(v)) => {
+                return Ok(Self::VirtualUSBRemoteClientBackingOption(v));
             }
-            "VirtualUSBRemoteClientBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBRemoteClientBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBRemoteHostBackingOption(v)) => {
+                return Ok(Self::VirtualUSBRemoteHostBackingOption(v));
             }
-            "VirtualUSBRemoteHostBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBRemoteHostBackingOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBUSBBackingOption(v)) => {
+                return Ok(Self::VirtualUSBUSBBackingOption(v));
             }
-            "VirtualUSBUSBBackingOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBUSBBackingOption(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDeviceBackingOption {
@@ -1350,283 +1224,283 @@ impl x::Decode for AnyVirtualDeviceBackingOption {
         Ok(
             match r.xsi_type() {
                 Some("VirtualCdromAtapiBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromAtapiBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromIsoBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromIsoBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromPassthroughBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromPassthroughBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemoteAtapiBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemoteAtapiBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromRemotePassthroughBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromRemotePassthroughBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceFileBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceFileBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDevicePipeBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevicePipeBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceRemoteDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceRemoteDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDeviceURIBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceURIBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer1BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer1BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskFlatVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskFlatVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskLocalPMemBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskLocalPMemBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskPartitionedRawDiskVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskPartitionedRawDiskVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskMappingVer1BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskMappingVer1BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskRawDiskVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskRawDiskVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSeSparseBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSeSparseBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer1BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer1BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskSparseVer2BackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSparseVer2BackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardDVPortBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardDVPortBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardLegacyNetworkBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardLegacyNetworkBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardNetworkBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardNetworkBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardOpaqueNetworkBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardOpaqueNetworkBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyImageBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyImageBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyRemoteDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyRemoteDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDvxBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDvxBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughDynamicBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughDynamicBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughPluginBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughPluginBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughVmiopBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughVmiopBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortFileBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortFileBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClockSystemClockBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClockSystemClockBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthroughDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthroughDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortFileBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortFileBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortPipeBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortPipeBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortThinPrintBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortThinPrintBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortURIBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortURIBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCardDeviceBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCardDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCardSriovBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCardSriovBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteClientBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteClientBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBRemoteHostBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBRemoteHostBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBUSBBackingOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBUSBBackingOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceBackingOption(v),
                         Err(e) => return Err(e),
                     }

@@ -111,27 +111,25 @@ impl AnyVirtualDeviceBusSlotInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDeviceBusSlotInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceBusSlotInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDeviceBusSlotInfo(v)) => {
+                return Ok(Self::VirtualDeviceBusSlotInfo(v));
             }
-            "VirtualDevicePciBusSlotInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDevicePciBusSlotInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDevicePciBusSlotInfo(v)) => {
+                return Ok(Self::VirtualDevicePciBusSlotInfo(v));
             }
-            "VirtualUSBControllerPciBusSlotInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBControllerPciBusSlotInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VirtualUSBControllerPciBusSlotInfo(v)) => {
+                return Ok(Self::VirtualUSBControllerPciBusSlotInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDeviceBusSlotInfo {
@@ -139,19 +137,19 @@ impl x::Decode for AnyVirtualDeviceBusSlotInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualDevicePciBusSlotInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDevicePciBusSlotInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBControllerPciBusSlotInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBControllerPciBusSlotInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceBusSlotInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -294,21 +292,18 @@ impl AnyVirtualDeviceConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDeviceConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDeviceConfigSpec(v)) => {
+                return Ok(Self::VirtualDeviceConfigSpec(v));
             }
-            "VirtualDiskConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskConfigSpec(v)) => {
+                return Ok(Self::VirtualDiskConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDeviceConfigSpec {
@@ -316,13 +311,13 @@ impl x::Decode for AnyVirtualDeviceConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualDiskConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -1015,291 +1010,177 @@ impl AnyVirtualDeviceOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDeviceOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDeviceOption(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::p_1::Object>(object) {
+            Ok(chunks::p_1::Object::ParaVirtualSCSIControllerOption(v)) => {
+                return Ok(Self::ParaVirtualSCSIControllerOption(v));
             }
-            "ParaVirtualSCSIControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::ParaVirtualSCSIControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_2::Object>(object) {
+            Ok(chunks::v_2::Object::VirtualAHCIControllerOption(v)) => {
+                return Ok(Self::VirtualAHCIControllerOption(v));
             }
-            "VirtualAHCIControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualAHCIControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_3::Object>(object) {
+            Ok(chunks::v_3::Object::VirtualDeviceOption(v)) => {
+                return Ok(Self::VirtualDeviceOption(v));
             }
-            "VirtualBusLogicControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualBusLogicControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualBusLogicControllerOption(v)) => {
+                return Ok(Self::VirtualBusLogicControllerOption(v));
             }
-            "VirtualCdromOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualCdromOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualCdromOption(v)) => {
+                return Ok(Self::VirtualCdromOption(v));
             }
-            "VirtualControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualControllerOption(v)) => {
+                return Ok(Self::VirtualControllerOption(v));
             }
-            "VirtualDiskOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_3::Object::VirtualDiskOption(v)) => {
+                return Ok(Self::VirtualDiskOption(v));
             }
-            "VirtualE1000Option" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualE1000Option(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualE1000Option(v)) => {
+                return Ok(Self::VirtualE1000Option(v));
             }
-            "VirtualE1000eOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualE1000eOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualE1000eOption(v)) => {
+                return Ok(Self::VirtualE1000eOption(v));
             }
-            "VirtualEnsoniq1371Option" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEnsoniq1371Option(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEnsoniq1371Option(v)) => {
+                return Ok(Self::VirtualEnsoniq1371Option(v));
             }
-            "VirtualEthernetCardOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualEthernetCardOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualEthernetCardOption(v)) => {
+                return Ok(Self::VirtualEthernetCardOption(v));
             }
-            "VirtualFloppyOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualFloppyOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualFloppyOption(v)) => {
+                return Ok(Self::VirtualFloppyOption(v));
             }
-            "VirtualHdAudioCardOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualHdAudioCardOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualHdAudioCardOption(v)) => {
+                return Ok(Self::VirtualHdAudioCardOption(v));
             }
-            "VirtualIDEControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualIDEControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualIDEControllerOption(v)) => {
+                return Ok(Self::VirtualIDEControllerOption(v));
             }
-            "VirtualKeyboardOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualKeyboardOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualKeyboardOption(v)) => {
+                return Ok(Self::VirtualKeyboardOption(v));
             }
-            "VirtualLsiLogicControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualLsiLogicControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualLsiLogicControllerOption(v)) => {
+                return Ok(Self::VirtualLsiLogicControllerOption(v));
             }
-            "VirtualLsiLogicSASControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualLsiLogicSASControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualLsiLogicSASControllerOption(v)) => {
+                return Ok(Self::VirtualLsiLogicSASControllerOption(v));
             }
-            "VirtualMachineVMCIDeviceOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVMCIDeviceOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineVMCIDeviceOption(v)) => {
+                return Ok(Self::VirtualMachineVMCIDeviceOption(v));
             }
-            "VirtualNVDIMMControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMMControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_8::Object>(object) {
+            Ok(chunks::v_8::Object::VirtualNVDIMMControllerOption(v)) => {
+                return Ok(Self::VirtualNVDIMMControllerOption(v));
             }
-            "VirtualNVDIMMOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVDIMMOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualNVDIMMOption(v)) => {
+                return Ok(Self::VirtualNVDIMMOption(v));
             }
-            "VirtualNVMEControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualNVMEControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualNVMEControllerOption(v)) => {
+                return Ok(Self::VirtualNVMEControllerOption(v));
             }
-            "VirtualPCIControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIControllerOption(v)) => {
+                return Ok(Self::VirtualPCIControllerOption(v));
             }
-            "VirtualPCIPassthroughOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCIPassthroughOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCIPassthroughOption(v)) => {
+                return Ok(Self::VirtualPCIPassthroughOption(v));
             }
-            "VirtualPCNet32Option" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPCNet32Option(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPCNet32Option(v)) => {
+                return Ok(Self::VirtualPCNet32Option(v));
             }
-            "VirtualPS2ControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPS2ControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPS2ControllerOption(v)) => {
+                return Ok(Self::VirtualPS2ControllerOption(v));
             }
-            "VirtualParallelPortOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualParallelPortOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualParallelPortOption(v)) => {
+                return Ok(Self::VirtualParallelPortOption(v));
             }
-            "VirtualPointingDeviceOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPointingDeviceOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPointingDeviceOption(v)) => {
+                return Ok(Self::VirtualPointingDeviceOption(v));
             }
-            "VirtualPrecisionClockOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualPrecisionClockOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualPrecisionClockOption(v)) => {
+                return Ok(Self::VirtualPrecisionClockOption(v));
             }
-            "VirtualSATAControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSATAControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSATAControllerOption(v)) => {
+                return Ok(Self::VirtualSATAControllerOption(v));
             }
-            "VirtualSCSIControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIControllerOption(v)) => {
+                return Ok(Self::VirtualSCSIControllerOption(v));
             }
-            "VirtualSCSIPassthroughOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSCSIPassthroughOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSCSIPassthroughOption(v)) => {
+                return Ok(Self::VirtualSCSIPassthroughOption(v));
             }
-            "VirtualSIOControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSIOControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSIOControllerOption(v)) => {
+                return Ok(Self::VirtualSIOControllerOption(v));
             }
-            "VirtualSerialPortOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSerialPortOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSerialPortOption(v)) => {
+                return Ok(Self::VirtualSerialPortOption(v));
             }
-            "VirtualSoundBlaster16Option" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundBlaster16Option(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundBlaster16Option(v)) => {
+                return Ok(Self::VirtualSoundBlaster16Option(v));
             }
-            "VirtualSoundCardOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSoundCardOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSoundCardOption(v)) => {
+                return Ok(Self::VirtualSoundCardOption(v));
             }
-            "VirtualSriovEthernetCardOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualSriovEthernetCardOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_8::Object::VirtualSriovEthernetCardOption(v)) => {
+                return Ok(Self::VirtualSriovEthernetCardOption(v));
             }
-            "VirtualTPMOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualTPMOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VirtualTPMOption(v)) => {
+                return Ok(Self::VirtualTPMOption(v));
             }
-            "VirtualUSBControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBControllerOption(v)) => {
+                return Ok(Self::VirtualUSBControllerOption(v));
             }
-            "VirtualUSBOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBOption(v)) => {
+                return Ok(Self::VirtualUSBOption(v));
             }
-            "VirtualUSBXHCIControllerOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualUSBXHCIControllerOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualUSBXHCIControllerOption(v)) => {
+                return Ok(Self::VirtualUSBXHCIControllerOption(v));
             }
-            "VirtualVMIROMOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVMIROMOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVMIROMOption(v)) => {
+                return Ok(Self::VirtualVMIROMOption(v));
             }
-            "VirtualVideoCardOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVideoCardOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVideoCardOption(v)) => {
+                return Ok(Self::VirtualVideoCardOption(v));
             }
-            "VirtualVmxnet2Option" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet2Option(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet2Option(v)) => {
+                return Ok(Self::VirtualVmxnet2Option(v));
             }
-            "VirtualVmxnet3Option" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet3Option(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet3Option(v)) => {
+                return Ok(Self::VirtualVmxnet3Option(v));
             }
-            "VirtualVmxnet3VrdmaOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnet3VrdmaOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnet3VrdmaOption(v)) => {
+                return Ok(Self::VirtualVmxnet3VrdmaOption(v));
             }
-            "VirtualVmxnetOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualVmxnetOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualVmxnetOption(v)) => {
+                return Ok(Self::VirtualVmxnetOption(v));
             }
-            "VirtualWDTOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualWDTOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_9::Object::VirtualWDTOption(v)) => {
+                return Ok(Self::VirtualWDTOption(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDeviceOption {
@@ -1307,283 +1188,283 @@ impl x::Decode for AnyVirtualDeviceOption {
         Ok(
             match r.xsi_type() {
                 Some("ParaVirtualSCSIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::ParaVirtualSCSIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualAHCIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualAHCIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualBusLogicControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualBusLogicControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualCdromOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualCdromOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualDiskOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualE1000eOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualE1000eOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEnsoniq1371Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEnsoniq1371Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualEthernetCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualEthernetCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualFloppyOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualFloppyOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualHdAudioCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualHdAudioCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualIDEControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualIDEControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualKeyboardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualKeyboardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualLsiLogicSASControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualLsiLogicSASControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineVMCIDeviceOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVMCIDeviceOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVDIMMOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVDIMMOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualNVMEControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualNVMEControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCIPassthroughOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCIPassthroughOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPCNet32Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPCNet32Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPS2ControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPS2ControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualParallelPortOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualParallelPortOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPointingDeviceOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPointingDeviceOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualPrecisionClockOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualPrecisionClockOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSATAControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSATAControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSCSIPassthroughOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSCSIPassthroughOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSIOControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSIOControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSerialPortOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSerialPortOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundBlaster16Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundBlaster16Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSoundCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSoundCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualSriovEthernetCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualSriovEthernetCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualTPMOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualTPMOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualUSBXHCIControllerOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualUSBXHCIControllerOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVMIROMOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVMIROMOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVideoCardOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVideoCardOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet2Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet2Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3Option") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3Option(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnet3VrdmaOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnet3VrdmaOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualVmxnetOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualVmxnetOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualWDTOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualWDTOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDeviceOption(v),
                         Err(e) => return Err(e),
                     }

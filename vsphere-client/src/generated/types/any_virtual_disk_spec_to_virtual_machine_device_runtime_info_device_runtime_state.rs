@@ -111,33 +111,36 @@ impl AnyVirtualDiskSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualDiskSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualDiskSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_2::Object>(object) {
+            Ok(chunks::d_2::Object::DeviceBackedVirtualDiskSpec(v)) => {
+                return Ok(Self::DeviceBackedVirtualDiskSpec(v));
             }
-            "DeviceBackedVirtualDiskSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DeviceBackedVirtualDiskSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::e_to_f::Object>(object) {
+            Ok(chunks::e_to_f::Object::FileBackedVirtualDiskSpec(v)) => {
+                return Ok(Self::FileBackedVirtualDiskSpec(v));
             }
-            "FileBackedVirtualDiskSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::FileBackedVirtualDiskSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::s_1::Object>(object) {
+            Ok(chunks::s_1::Object::SeSparseVirtualDiskSpec(v)) => {
+                return Ok(Self::SeSparseVirtualDiskSpec(v));
             }
-            "SeSparseVirtualDiskSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::SeSparseVirtualDiskSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualDiskSpec(v)) => {
+                return Ok(Self::VirtualDiskSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualDiskSpec {
@@ -145,25 +148,25 @@ impl x::Decode for AnyVirtualDiskSpec {
         Ok(
             match r.xsi_type() {
                 Some("DeviceBackedVirtualDiskSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DeviceBackedVirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("FileBackedVirtualDiskSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::FileBackedVirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("SeSparseVirtualDiskSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::SeSparseVirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualDiskSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -363,27 +366,29 @@ impl AnyVirtualMachineBaseIndependentFilterSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineBaseIndependentFilterSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineBaseIndependentFilterSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualMachineBaseIndependentFilterSpec(v)) => {
+                return Ok(Self::VirtualMachineBaseIndependentFilterSpec(v));
             }
-            "VirtualMachineEmptyIndependentFilterSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineEmptyIndependentFilterSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
+            Ok(chunks::v_5::Object::VirtualMachineEmptyIndependentFilterSpec(v)) => {
+                return Ok(Self::VirtualMachineEmptyIndependentFilterSpec(v));
             }
-            "VirtualMachineIndependentFilterSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineIndependentFilterSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineIndependentFilterSpec(v)) => {
+                return Ok(Self::VirtualMachineIndependentFilterSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineBaseIndependentFilterSpec {
@@ -391,19 +396,19 @@ impl x::Decode for AnyVirtualMachineBaseIndependentFilterSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineEmptyIndependentFilterSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineEmptyIndependentFilterSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineIndependentFilterSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineIndependentFilterSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBaseIndependentFilterSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -666,39 +671,27 @@ impl AnyVirtualMachineBootOptionsBootableDevice {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineBootOptionsBootableDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableDevice(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_4::Object>(object) {
+            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableDevice(v)) => {
+                return Ok(Self::VirtualMachineBootOptionsBootableDevice(v));
             }
-            "VirtualMachineBootOptionsBootableCdromDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableCdromDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableCdromDevice(v)) => {
+                return Ok(Self::VirtualMachineBootOptionsBootableCdromDevice(v));
             }
-            "VirtualMachineBootOptionsBootableDiskDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableDiskDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableDiskDevice(v)) => {
+                return Ok(Self::VirtualMachineBootOptionsBootableDiskDevice(v));
             }
-            "VirtualMachineBootOptionsBootableEthernetDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableEthernetDevice(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::v_4::Object::VirtualMachineBootOptionsBootableEthernetDevice(v),
+            ) => return Ok(Self::VirtualMachineBootOptionsBootableEthernetDevice(v)),
+            Ok(chunks::v_4::Object::VirtualMachineBootOptionsBootableFloppyDevice(v)) => {
+                return Ok(Self::VirtualMachineBootOptionsBootableFloppyDevice(v));
             }
-            "VirtualMachineBootOptionsBootableFloppyDevice" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineBootOptionsBootableFloppyDevice(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineBootOptionsBootableDevice {
@@ -706,31 +699,31 @@ impl x::Decode for AnyVirtualMachineBootOptionsBootableDevice {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineBootOptionsBootableCdromDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableCdromDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineBootOptionsBootableDiskDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableDiskDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineBootOptionsBootableEthernetDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableEthernetDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineBootOptionsBootableFloppyDevice") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableFloppyDevice(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineBootOptionsBootableDevice(v),
                         Err(e) => return Err(e),
                     }
@@ -925,21 +918,22 @@ impl AnyVirtualMachineConnection {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineConnection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineConnection(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
+            Ok(chunks::v_5::Object::VirtualMachineConnection(v)) => {
+                return Ok(Self::VirtualMachineConnection(v));
             }
-            "VirtualMachineMksConnection" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineMksConnection(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineMksConnection(v)) => {
+                return Ok(Self::VirtualMachineMksConnection(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineConnection {
@@ -947,13 +941,13 @@ impl x::Decode for AnyVirtualMachineConnection {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineMksConnection") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineMksConnection(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineConnection(v),
                         Err(e) => return Err(e),
                     }
@@ -1110,29 +1104,26 @@ impl AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v))
-                    }
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
+            Ok(
+                chunks::v_5::Object::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v),
+            ) => return Ok(Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v)),
+            Ok(
+                chunks::v_5::Object::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
+                    v,
+                ),
+            ) => {
+                return Ok(
+                    Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
+                        v,
+                    ),
+                );
             }
-            "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(
-                            Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
-                                v,
-                            ),
-                        )
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
@@ -1142,7 +1133,7 @@ impl x::Decode for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
                 Some(
                     "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState",
                 ) => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
                                 v,
@@ -1152,7 +1143,7 @@ impl x::Decode for AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(v)
                         }

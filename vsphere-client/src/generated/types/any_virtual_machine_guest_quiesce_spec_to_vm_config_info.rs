@@ -101,21 +101,22 @@ impl AnyVirtualMachineGuestQuiesceSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineGuestQuiesceSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineGuestQuiesceSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineGuestQuiesceSpec(v)) => {
+                return Ok(Self::VirtualMachineGuestQuiesceSpec(v));
             }
-            "VirtualMachineWindowsQuiesceSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineWindowsQuiesceSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineWindowsQuiesceSpec(v)) => {
+                return Ok(Self::VirtualMachineWindowsQuiesceSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineGuestQuiesceSpec {
@@ -123,13 +124,13 @@ impl x::Decode for AnyVirtualMachineGuestQuiesceSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineWindowsQuiesceSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineWindowsQuiesceSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineGuestQuiesceSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -271,21 +272,22 @@ impl AnyVirtualMachinePciPassthroughInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachinePciPassthroughInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachinePciPassthroughInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachinePciPassthroughInfo(v)) => {
+                return Ok(Self::VirtualMachinePciPassthroughInfo(v));
             }
-            "VirtualMachineSriovInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineSriovInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineSriovInfo(v)) => {
+                return Ok(Self::VirtualMachineSriovInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachinePciPassthroughInfo {
@@ -293,13 +295,13 @@ impl x::Decode for AnyVirtualMachinePciPassthroughInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineSriovInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineSriovInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachinePciPassthroughInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -482,33 +484,28 @@ impl AnyVirtualMachineProfileSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_5::Object>(object) {
+            Ok(chunks::v_5::Object::VirtualMachineDefaultProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineDefaultProfileSpec(v));
             }
-            "VirtualMachineDefaultProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineDefaultProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_5::Object::VirtualMachineDefinedProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineDefinedProfileSpec(v));
             }
-            "VirtualMachineDefinedProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineDefinedProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_5::Object::VirtualMachineEmptyProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineEmptyProfileSpec(v));
             }
-            "VirtualMachineEmptyProfileSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineEmptyProfileSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_6::Object>(object) {
+            Ok(chunks::v_6::Object::VirtualMachineProfileSpec(v)) => {
+                return Ok(Self::VirtualMachineProfileSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineProfileSpec {
@@ -516,25 +513,25 @@ impl x::Decode for AnyVirtualMachineProfileSpec {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineDefaultProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineDefaultProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineDefinedProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineDefinedProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VirtualMachineEmptyProfileSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineEmptyProfileSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineProfileSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -703,21 +700,18 @@ impl AnyVirtualMachineSriovDevicePoolInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineSriovDevicePoolInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineSriovDevicePoolInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineSriovDevicePoolInfo(v)) => {
+                return Ok(Self::VirtualMachineSriovDevicePoolInfo(v));
             }
-            "VirtualMachineSriovNetworkDevicePoolInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineSriovNetworkDevicePoolInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_7::Object::VirtualMachineSriovNetworkDevicePoolInfo(v)) => {
+                return Ok(Self::VirtualMachineSriovNetworkDevicePoolInfo(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineSriovDevicePoolInfo {
@@ -725,13 +719,13 @@ impl x::Decode for AnyVirtualMachineSriovDevicePoolInfo {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineSriovNetworkDevicePoolInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineSriovNetworkDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineSriovDevicePoolInfo(v),
                         Err(e) => return Err(e),
                     }
@@ -900,23 +894,20 @@ impl AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VirtualMachineVirtualDeviceGroupsDeviceGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_7::Object>(object) {
+            Ok(chunks::v_7::Object::VirtualMachineVirtualDeviceGroupsDeviceGroup(v)) => {
+                return Ok(Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v));
             }
-            "VirtualMachineVirtualDeviceGroupsVendorDeviceGroup" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v))
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(
+                chunks::v_7::Object::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(
+                    v,
+                ),
+            ) => return Ok(Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
@@ -924,7 +915,7 @@ impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
         Ok(
             match r.xsi_type() {
                 Some("VirtualMachineVirtualDeviceGroupsVendorDeviceGroup") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VirtualMachineVirtualDeviceGroupsVendorDeviceGroup(v)
                         }
@@ -932,7 +923,7 @@ impl x::Decode for AnyVirtualMachineVirtualDeviceGroupsDeviceGroup {
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VirtualMachineVirtualDeviceGroupsDeviceGroup(v),
                         Err(e) => return Err(e),
                     }
@@ -1064,21 +1055,20 @@ impl AnyVmConfigInfo {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VAppConfigInfo(v)) => {
+                return Ok(Self::VAppConfigInfo(v));
             }
-            "VAppConfigInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppConfigInfo(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmConfigInfo(v)) => return Ok(Self::VmConfigInfo(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmConfigInfo {
@@ -1086,13 +1076,13 @@ impl x::Decode for AnyVmConfigInfo {
         Ok(
             match r.xsi_type() {
                 Some("VAppConfigInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppConfigInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigInfo(v),
                         Err(e) => return Err(e),
                     }

@@ -82,21 +82,20 @@ impl AnyVmConfigSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_1::Object>(object) {
+            Ok(chunks::v_1::Object::VAppConfigSpec(v)) => {
+                return Ok(Self::VAppConfigSpec(v));
             }
-            "VAppConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VAppConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_9::Object>(object) {
+            Ok(chunks::v_9::Object::VmConfigSpec(v)) => return Ok(Self::VmConfigSpec(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmConfigSpec {
@@ -104,13 +103,13 @@ impl x::Decode for AnyVmConfigSpec {
         Ok(
             match r.xsi_type() {
                 Some("VAppConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VAppConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmConfigSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -253,33 +252,26 @@ impl AnyVmPlacementPolicy {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmPlacementPolicy" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmPlacementPolicy(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_10::Object>(object) {
+            Ok(chunks::v_10::Object::VmPlacementPolicy(v)) => {
+                return Ok(Self::VmPlacementPolicy(v));
             }
-            "VmToVmGroupsAntiAffinity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmToVmGroupsAntiAffinity(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmToVmGroupsAntiAffinity(v)) => {
+                return Ok(Self::VmToVmGroupsAntiAffinity(v));
             }
-            "VmVmAffinity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmVmAffinity(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmVmAffinity(v)) => return Ok(Self::VmVmAffinity(v)),
+            Ok(chunks::v_11::Object::VmVmAntiAffinity(v)) => {
+                return Ok(Self::VmVmAntiAffinity(v));
             }
-            "VmVmAntiAffinity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmVmAntiAffinity(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmPlacementPolicy {
@@ -287,25 +279,25 @@ impl x::Decode for AnyVmPlacementPolicy {
         Ok(
             match r.xsi_type() {
                 Some("VmToVmGroupsAntiAffinity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmToVmGroupsAntiAffinity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmVmAffinity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmVmAffinity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmVmAntiAffinity") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmVmAntiAffinity(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmPlacementPolicy(v),
                         Err(e) => return Err(e),
                     }
@@ -495,33 +487,24 @@ impl AnyVmfsDatastoreBaseOption {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmfsDatastoreBaseOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreBaseOption(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmfsDatastoreBaseOption(v)) => {
+                return Ok(Self::VmfsDatastoreBaseOption(v));
             }
-            "VmfsDatastoreAllExtentOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreAllExtentOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmfsDatastoreAllExtentOption(v)) => {
+                return Ok(Self::VmfsDatastoreAllExtentOption(v));
             }
-            "VmfsDatastoreMultipleExtentOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreMultipleExtentOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmfsDatastoreMultipleExtentOption(v)) => {
+                return Ok(Self::VmfsDatastoreMultipleExtentOption(v));
             }
-            "VmfsDatastoreSingleExtentOption" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreSingleExtentOption(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmfsDatastoreSingleExtentOption(v)) => {
+                return Ok(Self::VmfsDatastoreSingleExtentOption(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmfsDatastoreBaseOption {
@@ -529,25 +512,25 @@ impl x::Decode for AnyVmfsDatastoreBaseOption {
         Ok(
             match r.xsi_type() {
                 Some("VmfsDatastoreAllExtentOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreAllExtentOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreMultipleExtentOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreMultipleExtentOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreSingleExtentOption") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreSingleExtentOption(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreBaseOption(v),
                         Err(e) => return Err(e),
                     }
@@ -721,33 +704,24 @@ impl AnyVmfsDatastoreSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmfsDatastoreSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmfsDatastoreSpec(v)) => {
+                return Ok(Self::VmfsDatastoreSpec(v));
             }
-            "VmfsDatastoreCreateSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreCreateSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmfsDatastoreCreateSpec(v)) => {
+                return Ok(Self::VmfsDatastoreCreateSpec(v));
             }
-            "VmfsDatastoreExpandSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreExpandSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmfsDatastoreExpandSpec(v)) => {
+                return Ok(Self::VmfsDatastoreExpandSpec(v));
             }
-            "VmfsDatastoreExtendSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmfsDatastoreExtendSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmfsDatastoreExtendSpec(v)) => {
+                return Ok(Self::VmfsDatastoreExtendSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmfsDatastoreSpec {
@@ -755,25 +729,25 @@ impl x::Decode for AnyVmfsDatastoreSpec {
         Ok(
             match r.xsi_type() {
                 Some("VmfsDatastoreCreateSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreCreateSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreExpandSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreExpandSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmfsDatastoreExtendSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreExtendSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmfsDatastoreSpec(v),
                         Err(e) => return Err(e),
                     }
@@ -997,33 +971,24 @@ impl AnyVmwareDistributedVirtualSwitchVlanSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VmwareDistributedVirtualSwitchVlanSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchVlanSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_11::Object>(object) {
+            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchVlanSpec(v)) => {
+                return Ok(Self::VmwareDistributedVirtualSwitchVlanSpec(v));
             }
-            "VmwareDistributedVirtualSwitchPvlanSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchPvlanSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchPvlanSpec(v)) => {
+                return Ok(Self::VmwareDistributedVirtualSwitchPvlanSpec(v));
             }
-            "VmwareDistributedVirtualSwitchTrunkVlanSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchTrunkVlanSpec(v)) => {
+                return Ok(Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(v));
             }
-            "VmwareDistributedVirtualSwitchVlanIdSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VmwareDistributedVirtualSwitchVlanIdSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_11::Object::VmwareDistributedVirtualSwitchVlanIdSpec(v)) => {
+                return Ok(Self::VmwareDistributedVirtualSwitchVlanIdSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVmwareDistributedVirtualSwitchVlanSpec {
@@ -1031,25 +996,25 @@ impl x::Decode for AnyVmwareDistributedVirtualSwitchVlanSpec {
         Ok(
             match r.xsi_type() {
                 Some("VmwareDistributedVirtualSwitchPvlanSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchPvlanSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmwareDistributedVirtualSwitchTrunkVlanSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VmwareDistributedVirtualSwitchVlanIdSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchVlanIdSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VmwareDistributedVirtualSwitchVlanSpec(v),
                         Err(e) => return Err(e),
                     }

@@ -307,75 +307,46 @@ impl AnyVsanUpgradeSystemPreflightCheckIssue {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VsanUpgradeSystemPreflightCheckIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemPreflightCheckIssue(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            Ok(chunks::v_12::Object::VsanUpgradeSystemPreflightCheckIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemPreflightCheckIssue(v));
             }
-            "VsanUpgradeSystemAPIBrokenIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemAPIBrokenIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemAPIBrokenIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemAPIBrokenIssue(v));
             }
-            "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::v_12::Object::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v),
+            ) => return Ok(Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v)),
+            Ok(chunks::v_12::Object::VsanUpgradeSystemHostsDisconnectedIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemHostsDisconnectedIssue(v));
             }
-            "VsanUpgradeSystemHostsDisconnectedIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemHostsDisconnectedIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemMissingHostsInClusterIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemMissingHostsInClusterIssue(v));
             }
-            "VsanUpgradeSystemMissingHostsInClusterIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemMissingHostsInClusterIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemNetworkPartitionIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemNetworkPartitionIssue(v));
             }
-            "VsanUpgradeSystemNetworkPartitionIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemNetworkPartitionIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v));
             }
-            "VsanUpgradeSystemNotEnoughFreeCapacityIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemRogueHostsInClusterIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemRogueHostsInClusterIssue(v));
             }
-            "VsanUpgradeSystemRogueHostsInClusterIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemRogueHostsInClusterIssue(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::v_12::Object::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
+                    v,
+                ),
+            ) => {
+                return Ok(Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(v));
             }
-            "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(
-                            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
-                                v,
-                            ),
-                        )
-                    }
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemWrongEsxVersionIssue(v)) => {
+                return Ok(Self::VsanUpgradeSystemWrongEsxVersionIssue(v));
             }
-            "VsanUpgradeSystemWrongEsxVersionIssue" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemWrongEsxVersionIssue(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
@@ -383,49 +354,49 @@ impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
         Ok(
             match r.xsi_type() {
                 Some("VsanUpgradeSystemAPIBrokenIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemAPIBrokenIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemAutoClaimEnabledOnHostsIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemHostsDisconnectedIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemHostsDisconnectedIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemMissingHostsInClusterIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemMissingHostsInClusterIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemNetworkPartitionIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemNetworkPartitionIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemNotEnoughFreeCapacityIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemRogueHostsInClusterIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemRogueHostsInClusterIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(
                                 v,
@@ -435,13 +406,13 @@ impl x::Decode for AnyVsanUpgradeSystemPreflightCheckIssue {
                     }
                 }
                 Some("VsanUpgradeSystemWrongEsxVersionIssue") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemWrongEsxVersionIssue(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemPreflightCheckIssue(v),
                         Err(e) => return Err(e),
                     }
@@ -772,27 +743,21 @@ impl AnyVsanUpgradeSystemUpgradeHistoryItem {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VsanUpgradeSystemUpgradeHistoryItem" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemUpgradeHistoryItem(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            Ok(chunks::v_12::Object::VsanUpgradeSystemUpgradeHistoryItem(v)) => {
+                return Ok(Self::VsanUpgradeSystemUpgradeHistoryItem(v));
             }
-            "VsanUpgradeSystemUpgradeHistoryDiskGroupOp" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v)) => {
+                return Ok(Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v));
             }
-            "VsanUpgradeSystemUpgradeHistoryPreflightFail" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VsanUpgradeSystemUpgradeHistoryPreflightFail(v)) => {
+                return Ok(Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVsanUpgradeSystemUpgradeHistoryItem {
@@ -800,19 +765,19 @@ impl x::Decode for AnyVsanUpgradeSystemUpgradeHistoryItem {
         Ok(
             match r.xsi_type() {
                 Some("VsanUpgradeSystemUpgradeHistoryDiskGroupOp") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VsanUpgradeSystemUpgradeHistoryPreflightFail") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VsanUpgradeSystemUpgradeHistoryItem(v),
                         Err(e) => return Err(e),
                     }
@@ -1000,27 +965,21 @@ impl AnyVslmCreateSpecBackingSpec {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "VslmCreateSpecBackingSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VslmCreateSpecBackingSpec(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::v_12::Object>(object) {
+            Ok(chunks::v_12::Object::VslmCreateSpecBackingSpec(v)) => {
+                return Ok(Self::VslmCreateSpecBackingSpec(v));
             }
-            "VslmCreateSpecDiskFileBackingSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VslmCreateSpecDiskFileBackingSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VslmCreateSpecDiskFileBackingSpec(v)) => {
+                return Ok(Self::VslmCreateSpecDiskFileBackingSpec(v));
             }
-            "VslmCreateSpecRawDiskMappingBackingSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::VslmCreateSpecRawDiskMappingBackingSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::v_12::Object::VslmCreateSpecRawDiskMappingBackingSpec(v)) => {
+                return Ok(Self::VslmCreateSpecRawDiskMappingBackingSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyVslmCreateSpecBackingSpec {
@@ -1028,19 +987,19 @@ impl x::Decode for AnyVslmCreateSpecBackingSpec {
         Ok(
             match r.xsi_type() {
                 Some("VslmCreateSpecDiskFileBackingSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VslmCreateSpecDiskFileBackingSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("VslmCreateSpecRawDiskMappingBackingSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VslmCreateSpecRawDiskMappingBackingSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::VslmCreateSpecBackingSpec(v),
                         Err(e) => return Err(e),
                     }

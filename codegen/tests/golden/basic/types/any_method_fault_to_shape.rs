@@ -82,21 +82,16 @@ impl AnyMethodFault {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "MethodFault" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::MethodFault(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_to_w::Object>(object) {
+            Ok(chunks::a_to_w::Object::MethodFault(v)) => return Ok(Self::MethodFault(v)),
+            Ok(chunks::a_to_w::Object::InvalidLogin(v)) => {
+                return Ok(Self::InvalidLogin(v));
             }
-            "InvalidLogin" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::InvalidLogin(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyMethodFault {
@@ -104,13 +99,13 @@ impl x::Decode for AnyMethodFault {
         Ok(
             match r.xsi_type() {
                 Some("InvalidLogin") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::InvalidLogin(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::MethodFault(v),
                         Err(e) => return Err(e),
                     }
@@ -241,33 +236,16 @@ impl AnyShape {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "Shape" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Shape(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "Circle" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Circle(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "Square" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Square(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "Triangle" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::Triangle(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::a_to_w::Object>(object) {
+            Ok(chunks::a_to_w::Object::Shape(v)) => return Ok(Self::Shape(v)),
+            Ok(chunks::a_to_w::Object::Circle(v)) => return Ok(Self::Circle(v)),
+            Ok(chunks::a_to_w::Object::Square(v)) => return Ok(Self::Square(v)),
+            Ok(chunks::a_to_w::Object::Triangle(v)) => return Ok(Self::Triangle(v)),
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyShape {
@@ -275,25 +253,25 @@ impl x::Decode for AnyShape {
         Ok(
             match r.xsi_type() {
                 Some("Circle") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Circle(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("Square") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Square(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("Triangle") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Triangle(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::Shape(v),
                         Err(e) => return Err(e),
                     }

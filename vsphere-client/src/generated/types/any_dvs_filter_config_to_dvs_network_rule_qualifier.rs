@@ -5,341 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `DistributedVirtualSwitchManagerHostDvsFilterSpec` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
-///
-/// An `xsi:type` this version does not know decodes as [`AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsFilterSpec`].
-#[non_exhaustive]
-pub enum AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    DistributedVirtualSwitchManagerHostDvsFilterSpec(
-        Box<DistributedVirtualSwitchManagerHostDvsFilterSpec>,
-    ),
-    DistributedVirtualSwitchManagerHostArrayFilter(
-        Box<DistributedVirtualSwitchManagerHostArrayFilter>,
-    ),
-    DistributedVirtualSwitchManagerHostContainerFilter(
-        Box<DistributedVirtualSwitchManagerHostContainerFilter>,
-    ),
-    DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-        Box<DistributedVirtualSwitchManagerHostDvsMembershipFilter>,
-    ),
-}
-impl Default for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn default() -> Self {
-        Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(Box::default())
-    }
-}
-impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    /// The XML type name of the value held.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(_) => {
-                "DistributedVirtualSwitchManagerHostDvsFilterSpec"
-            }
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(_) => {
-                "DistributedVirtualSwitchManagerHostArrayFilter"
-            }
-            Self::DistributedVirtualSwitchManagerHostContainerFilter(_) => {
-                "DistributedVirtualSwitchManagerHostContainerFilter"
-            }
-            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(_) => {
-                "DistributedVirtualSwitchManagerHostDvsMembershipFilter"
-            }
-        }
-    }
-    /// The value held as `T`, if it is exactly a `T`.
-    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
-        T::variant_ref(self)
-    }
-}
-impl x::FromValue for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
-        x::any_from_value(
-            value,
-            "DistributedVirtualSwitchManagerHostDvsFilterSpec",
-            Self::from_object,
-        )
-    }
-}
-impl x::ArrayItem for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec";
-    const ITEM_TAG: &'static str = "DistributedVirtualSwitchManagerHostDvsFilterSpec";
-}
-// SAFETY: every variant is a Box of a generated type whose fields are all
-// Send + Sync (asserted for each variant type by the generated thread_safety test).
-unsafe impl Send for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {}
-// SAFETY: as above.
-unsafe impl Sync for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {}
-impl std::fmt::Debug for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            Self::DistributedVirtualSwitchManagerHostContainerFilter(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => {
-                std::fmt::Debug::fmt(&**v, f)
-            }
-        }
-    }
-}
-impl PartialEq for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (
-                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(a),
-                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchManagerHostArrayFilter(a),
-                Self::DistributedVirtualSwitchManagerHostArrayFilter(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchManagerHostContainerFilter(a),
-                Self::DistributedVirtualSwitchManagerHostContainerFilter(b),
-            ) => **a == **b,
-            (
-                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(a),
-                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(b),
-            ) => **a == **b,
-            _ => false,
-        }
-    }
-}
-impl Clone for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn clone(&self) -> Self {
-        match self {
-            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {
-                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(
-                    Box::new((**v).clone()),
-                )
-            }
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(v) => {
-                Self::DistributedVirtualSwitchManagerHostArrayFilter(
-                    Box::new((**v).clone()),
-                )
-            }
-            Self::DistributedVirtualSwitchManagerHostContainerFilter(v) => {
-                Self::DistributedVirtualSwitchManagerHostContainerFilter(
-                    Box::new((**v).clone()),
-                )
-            }
-            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => {
-                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-                    Box::new((**v).clone()),
-                )
-            }
-        }
-    }
-}
-impl x::Encode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
-        match self {
-            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {
-                x::Encode::encode_as(&**v, w, tag, None)
-            }
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DistributedVirtualSwitchManagerHostArrayFilter"),
-                )
-            }
-            Self::DistributedVirtualSwitchManagerHostContainerFilter(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DistributedVirtualSwitchManagerHostContainerFilter"),
-                )
-            }
-            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => {
-                x::Encode::encode_as(
-                    &**v,
-                    w,
-                    tag,
-                    Some("DistributedVirtualSwitchManagerHostDvsMembershipFilter"),
-                )
-            }
-        }
-    }
-}
-impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    /// The value of an `anyType` slot as this enum, if it holds this
-    /// type or one of its subtypes; else the object back.
-    pub fn from_object(
-        object: Box<dyn x::DataObject>,
-    ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DistributedVirtualSwitchManagerHostDvsFilterSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v))
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            "DistributedVirtualSwitchManagerHostArrayFilter" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DistributedVirtualSwitchManagerHostArrayFilter(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            "DistributedVirtualSwitchManagerHostContainerFilter" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(Self::DistributedVirtualSwitchManagerHostContainerFilter(v))
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            "DistributedVirtualSwitchManagerHostDvsMembershipFilter" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(
-                            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-                                v,
-                            ),
-                        )
-                    }
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
-    }
-}
-impl x::Decode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("DistributedVirtualSwitchManagerHostArrayFilter") => {
-                    match r.read_boxed() {
-                        Ok(v) => Self::DistributedVirtualSwitchManagerHostArrayFilter(v),
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DistributedVirtualSwitchManagerHostContainerFilter") => {
-                    match r.read_boxed() {
-                        Ok(v) => {
-                            Self::DistributedVirtualSwitchManagerHostContainerFilter(v)
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some("DistributedVirtualSwitchManagerHostDvsMembershipFilter") => {
-                    match r.read_boxed() {
-                        Ok(v) => {
-                            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-                                v,
-                            )
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                _ => {
-                    match r.read_boxed() {
-                        Ok(v) => {
-                            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v)
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-            },
-        )
-    }
-}
-impl<T: x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>> From<T>
-for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-    fn from(value: T) -> Self {
-        value.into_variant()
-    }
-}
-impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
-for DistributedVirtualSwitchManagerHostDvsFilterSpec {
-    #[inline]
-    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsFilterSpec(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(
-        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
-    ) -> Option<&Self> {
-        match any {
-            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsFilterSpec(
-                v,
-            ) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
-for DistributedVirtualSwitchManagerHostArrayFilter {
-    #[inline]
-    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostArrayFilter(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(
-        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
-    ) -> Option<&Self> {
-        match any {
-            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostArrayFilter(
-                v,
-            ) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
-for DistributedVirtualSwitchManagerHostContainerFilter {
-    #[inline]
-    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostContainerFilter(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(
-        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
-    ) -> Option<&Self> {
-        match any {
-            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostContainerFilter(
-                v,
-            ) => Some(v),
-            _ => None,
-        }
-    }
-}
-impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
-for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
-    #[inline]
-    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
-        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-            Box::new(self),
-        )
-    }
-    #[inline]
-    fn variant_ref(
-        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
-    ) -> Option<&Self> {
-        match any {
-            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
-                v,
-            ) => Some(v),
-            _ => None,
-        }
-    }
-}
 /// `DvsFilterConfig` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyDvsFilterConfig::DvsFilterConfig`].
@@ -448,33 +113,28 @@ impl AnyDvsFilterConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DvsFilterConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsFilterConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            Ok(chunks::d_4::Object::DvsFilterConfig(v)) => {
+                return Ok(Self::DvsFilterConfig(v));
             }
-            "DvsFilterConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsFilterConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_4::Object::DvsFilterConfigSpec(v)) => {
+                return Ok(Self::DvsFilterConfigSpec(v));
             }
-            "DvsTrafficFilterConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsTrafficFilterConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsTrafficFilterConfig(v)) => {
+                return Ok(Self::DvsTrafficFilterConfig(v));
             }
-            "DvsTrafficFilterConfigSpec" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsTrafficFilterConfigSpec(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsTrafficFilterConfigSpec(v)) => {
+                return Ok(Self::DvsTrafficFilterConfigSpec(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDvsFilterConfig {
@@ -482,25 +142,25 @@ impl x::Decode for AnyDvsFilterConfig {
         Ok(
             match r.xsi_type() {
                 Some("DvsFilterConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsFilterConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsTrafficFilterConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsTrafficFilterConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsTrafficFilterConfigSpec") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsTrafficFilterConfigSpec(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsFilterConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -651,27 +311,19 @@ impl AnyDvsIpPort {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DvsIpPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsIpPort(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsIpPort(v)) => return Ok(Self::DvsIpPort(v)),
+            Ok(chunks::d_5::Object::DvsIpPortRange(v)) => {
+                return Ok(Self::DvsIpPortRange(v));
             }
-            "DvsIpPortRange" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsIpPortRange(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsSingleIpPort(v)) => {
+                return Ok(Self::DvsSingleIpPort(v));
             }
-            "DvsSingleIpPort" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsSingleIpPort(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDvsIpPort {
@@ -679,19 +331,19 @@ impl x::Decode for AnyDvsIpPort {
         Ok(
             match r.xsi_type() {
                 Some("DvsIpPortRange") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsIpPortRange(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsSingleIpPort") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsSingleIpPort(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsIpPort(v),
                         Err(e) => return Err(e),
                     }
@@ -933,69 +585,46 @@ impl AnyDvsNetworkRuleAction {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DvsNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            Ok(chunks::d_4::Object::DvsAcceptNetworkRuleAction(v)) => {
+                return Ok(Self::DvsAcceptNetworkRuleAction(v));
             }
-            "DvsAcceptNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsAcceptNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_4::Object::DvsCopyNetworkRuleAction(v)) => {
+                return Ok(Self::DvsCopyNetworkRuleAction(v));
             }
-            "DvsCopyNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsCopyNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_4::Object::DvsDropNetworkRuleAction(v)) => {
+                return Ok(Self::DvsDropNetworkRuleAction(v));
             }
-            "DvsDropNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsDropNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_4::Object::DvsGreEncapNetworkRuleAction(v)) => {
+                return Ok(Self::DvsGreEncapNetworkRuleAction(v));
             }
-            "DvsGreEncapNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsGreEncapNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsNetworkRuleAction(v)) => {
+                return Ok(Self::DvsNetworkRuleAction(v));
             }
-            "DvsLogNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsLogNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsLogNetworkRuleAction(v)) => {
+                return Ok(Self::DvsLogNetworkRuleAction(v));
             }
-            "DvsMacRewriteNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsMacRewriteNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsMacRewriteNetworkRuleAction(v)) => {
+                return Ok(Self::DvsMacRewriteNetworkRuleAction(v));
             }
-            "DvsPuntNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsPuntNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsPuntNetworkRuleAction(v)) => {
+                return Ok(Self::DvsPuntNetworkRuleAction(v));
             }
-            "DvsRateLimitNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsRateLimitNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsRateLimitNetworkRuleAction(v)) => {
+                return Ok(Self::DvsRateLimitNetworkRuleAction(v));
             }
-            "DvsUpdateTagNetworkRuleAction" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DvsUpdateTagNetworkRuleAction(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_5::Object::DvsUpdateTagNetworkRuleAction(v)) => {
+                return Ok(Self::DvsUpdateTagNetworkRuleAction(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDvsNetworkRuleAction {
@@ -1003,61 +632,61 @@ impl x::Decode for AnyDvsNetworkRuleAction {
         Ok(
             match r.xsi_type() {
                 Some("DvsAcceptNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsAcceptNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsCopyNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsCopyNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsDropNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsDropNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsGreEncapNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsGreEncapNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsLogNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsLogNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsMacRewriteNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsMacRewriteNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsPuntNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsPuntNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsRateLimitNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsRateLimitNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DvsUpdateTagNetworkRuleAction") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsUpdateTagNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DvsNetworkRuleAction(v),
                         Err(e) => return Err(e),
                     }
@@ -1197,6 +826,242 @@ impl x::VariantOf<AnyDvsNetworkRuleAction> for DvsUpdateTagNetworkRuleAction {
     fn variant_ref(any: &AnyDvsNetworkRuleAction) -> Option<&Self> {
         match any {
             AnyDvsNetworkRuleAction::DvsUpdateTagNetworkRuleAction(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+/// `DvsNetworkRuleQualifier` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
+///
+/// An `xsi:type` this version does not know decodes as [`AnyDvsNetworkRuleQualifier::DvsNetworkRuleQualifier`].
+#[non_exhaustive]
+pub enum AnyDvsNetworkRuleQualifier {
+    DvsNetworkRuleQualifier(Box<DvsNetworkRuleQualifier>),
+    DvsIpNetworkRuleQualifier(Box<DvsIpNetworkRuleQualifier>),
+    DvsMacNetworkRuleQualifier(Box<DvsMacNetworkRuleQualifier>),
+    DvsSystemTrafficNetworkRuleQualifier(Box<DvsSystemTrafficNetworkRuleQualifier>),
+}
+impl Default for AnyDvsNetworkRuleQualifier {
+    fn default() -> Self {
+        Self::DvsNetworkRuleQualifier(Box::default())
+    }
+}
+impl AnyDvsNetworkRuleQualifier {
+    /// The XML type name of the value held.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::DvsNetworkRuleQualifier(_) => "DvsNetworkRuleQualifier",
+            Self::DvsIpNetworkRuleQualifier(_) => "DvsIpNetworkRuleQualifier",
+            Self::DvsMacNetworkRuleQualifier(_) => "DvsMacNetworkRuleQualifier",
+            Self::DvsSystemTrafficNetworkRuleQualifier(_) => {
+                "DvsSystemTrafficNetworkRuleQualifier"
+            }
+        }
+    }
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
+    }
+}
+impl x::FromValue for AnyDvsNetworkRuleQualifier {
+    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
+        x::any_from_value(value, "DvsNetworkRuleQualifier", Self::from_object)
+    }
+}
+impl x::ArrayItem for AnyDvsNetworkRuleQualifier {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDvsNetworkRuleQualifier";
+    const ITEM_TAG: &'static str = "DvsNetworkRuleQualifier";
+}
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyDvsNetworkRuleQualifier {}
+// SAFETY: as above.
+unsafe impl Sync for AnyDvsNetworkRuleQualifier {}
+impl std::fmt::Debug for AnyDvsNetworkRuleQualifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::DvsNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsIpNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsMacNetworkRuleQualifier(v) => std::fmt::Debug::fmt(&**v, f),
+            Self::DvsSystemTrafficNetworkRuleQualifier(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+        }
+    }
+}
+impl PartialEq for AnyDvsNetworkRuleQualifier {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::DvsNetworkRuleQualifier(a), Self::DvsNetworkRuleQualifier(b)) => {
+                **a == **b
+            }
+            (Self::DvsIpNetworkRuleQualifier(a), Self::DvsIpNetworkRuleQualifier(b)) => {
+                **a == **b
+            }
+            (
+                Self::DvsMacNetworkRuleQualifier(a),
+                Self::DvsMacNetworkRuleQualifier(b),
+            ) => **a == **b,
+            (
+                Self::DvsSystemTrafficNetworkRuleQualifier(a),
+                Self::DvsSystemTrafficNetworkRuleQualifier(b),
+            ) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyDvsNetworkRuleQualifier {
+    fn clone(&self) -> Self {
+        match self {
+            Self::DvsNetworkRuleQualifier(v) => {
+                Self::DvsNetworkRuleQualifier(Box::new((**v).clone()))
+            }
+            Self::DvsIpNetworkRuleQualifier(v) => {
+                Self::DvsIpNetworkRuleQualifier(Box::new((**v).clone()))
+            }
+            Self::DvsMacNetworkRuleQualifier(v) => {
+                Self::DvsMacNetworkRuleQualifier(Box::new((**v).clone()))
+            }
+            Self::DvsSystemTrafficNetworkRuleQualifier(v) => {
+                Self::DvsSystemTrafficNetworkRuleQualifier(Box::new((**v).clone()))
+            }
+        }
+    }
+}
+impl x::Encode for AnyDvsNetworkRuleQualifier {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::DvsNetworkRuleQualifier(v) => x::Encode::encode_as(&**v, w, tag, None),
+            Self::DvsIpNetworkRuleQualifier(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsIpNetworkRuleQualifier"))
+            }
+            Self::DvsMacNetworkRuleQualifier(v) => {
+                x::Encode::encode_as(&**v, w, tag, Some("DvsMacNetworkRuleQualifier"))
+            }
+            Self::DvsSystemTrafficNetworkRuleQualifier(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DvsSystemTrafficNetworkRuleQualifier"),
+                )
+            }
+        }
+    }
+}
+impl AnyDvsNetworkRuleQualifier {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_5::Object>(object) {
+            Ok(chunks::d_5::Object::DvsNetworkRuleQualifier(v)) => {
+                return Ok(Self::DvsNetworkRuleQualifier(v));
+            }
+            Ok(chunks::d_5::Object::DvsIpNetworkRuleQualifier(v)) => {
+                return Ok(Self::DvsIpNetworkRuleQualifier(v));
+            }
+            Ok(chunks::d_5::Object::DvsMacNetworkRuleQualifier(v)) => {
+                return Ok(Self::DvsMacNetworkRuleQualifier(v));
+            }
+            Ok(chunks::d_5::Object::DvsSystemTrafficNetworkRuleQualifier(v)) => {
+                return Ok(Self::DvsSystemTrafficNetworkRuleQualifier(v));
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
+    }
+}
+impl x::Decode for AnyDvsNetworkRuleQualifier {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(
+            match r.xsi_type() {
+                Some("DvsIpNetworkRuleQualifier") => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => Self::DvsIpNetworkRuleQualifier(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsMacNetworkRuleQualifier") => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => Self::DvsMacNetworkRuleQualifier(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsSystemTrafficNetworkRuleQualifier") => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => Self::DvsSystemTrafficNetworkRuleQualifier(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => Self::DvsNetworkRuleQualifier(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+            },
+        )
+    }
+}
+impl<T: x::VariantOf<AnyDvsNetworkRuleQualifier>> From<T>
+for AnyDvsNetworkRuleQualifier {
+    fn from(value: T) -> Self {
+        value.into_variant()
+    }
+}
+impl x::VariantOf<AnyDvsNetworkRuleQualifier> for DvsNetworkRuleQualifier {
+    #[inline]
+    fn into_variant(self) -> AnyDvsNetworkRuleQualifier {
+        AnyDvsNetworkRuleQualifier::DvsNetworkRuleQualifier(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyDvsNetworkRuleQualifier) -> Option<&Self> {
+        match any {
+            AnyDvsNetworkRuleQualifier::DvsNetworkRuleQualifier(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyDvsNetworkRuleQualifier> for DvsIpNetworkRuleQualifier {
+    #[inline]
+    fn into_variant(self) -> AnyDvsNetworkRuleQualifier {
+        AnyDvsNetworkRuleQualifier::DvsIpNetworkRuleQualifier(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyDvsNetworkRuleQualifier) -> Option<&Self> {
+        match any {
+            AnyDvsNetworkRuleQualifier::DvsIpNetworkRuleQualifier(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyDvsNetworkRuleQualifier> for DvsMacNetworkRuleQualifier {
+    #[inline]
+    fn into_variant(self) -> AnyDvsNetworkRuleQualifier {
+        AnyDvsNetworkRuleQualifier::DvsMacNetworkRuleQualifier(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyDvsNetworkRuleQualifier) -> Option<&Self> {
+        match any {
+            AnyDvsNetworkRuleQualifier::DvsMacNetworkRuleQualifier(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyDvsNetworkRuleQualifier> for DvsSystemTrafficNetworkRuleQualifier {
+    #[inline]
+    fn into_variant(self) -> AnyDvsNetworkRuleQualifier {
+        AnyDvsNetworkRuleQualifier::DvsSystemTrafficNetworkRuleQualifier(Box::new(self))
+    }
+    #[inline]
+    fn variant_ref(any: &AnyDvsNetworkRuleQualifier) -> Option<&Self> {
+        match any {
+            AnyDvsNetworkRuleQualifier::DvsSystemTrafficNetworkRuleQualifier(v) => {
+                Some(v)
+            }
             _ => None,
         }
     }

@@ -139,27 +139,21 @@ impl AnyDirectPathProfileManagerCapacityResult {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DirectPathProfileManagerCapacityResult" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityResult(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityResult(v)) => {
+                return Ok(Self::DirectPathProfileManagerCapacityResult(v));
             }
-            "DirectPathProfileManagerCapacityInfo" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityInfo(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityInfo(v)) => {
+                return Ok(Self::DirectPathProfileManagerCapacityInfo(v));
             }
-            "DirectPathProfileManagerCapacityUnknown" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerCapacityUnknown(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerCapacityUnknown(v)) => {
+                return Ok(Self::DirectPathProfileManagerCapacityUnknown(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerCapacityResult {
@@ -167,19 +161,19 @@ impl x::Decode for AnyDirectPathProfileManagerCapacityResult {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerCapacityInfo") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityInfo(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerCapacityUnknown") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityUnknown(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerCapacityResult(v),
                         Err(e) => return Err(e),
                     }
@@ -438,45 +432,33 @@ impl AnyDirectPathProfileManagerDirectPathConfig {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DirectPathProfileManagerDirectPathConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerDirectPathConfig(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            Ok(chunks::d_3::Object::DirectPathProfileManagerDirectPathConfig(v)) => {
+                return Ok(Self::DirectPathProfileManagerDirectPathConfig(v));
             }
-            "DirectPathProfileManagerDvxDirectPathConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerDvxDirectPathConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerDvxDirectPathConfig(v)) => {
+                return Ok(Self::DirectPathProfileManagerDvxDirectPathConfig(v));
             }
-            "DirectPathProfileManagerDynamicDirectPathConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerDynamicDirectPathConfig(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(
+                chunks::d_3::Object::DirectPathProfileManagerDynamicDirectPathConfig(v),
+            ) => return Ok(Self::DirectPathProfileManagerDynamicDirectPathConfig(v)),
+            Ok(
+                chunks::d_3::Object::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(
+                    v,
+                ),
+            ) => {
+                return Ok(
+                    Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(v),
+                );
             }
-            "DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => {
-                        Ok(
-                            Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(
-                                v,
-                            ),
-                        )
-                    }
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerVmiopDirectPathConfig(v)) => {
+                return Ok(Self::DirectPathProfileManagerVmiopDirectPathConfig(v));
             }
-            "DirectPathProfileManagerVmiopDirectPathConfig" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerVmiopDirectPathConfig(v)),
-                    Err(object) => Err(object),
-                }
-            }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerDirectPathConfig {
@@ -484,19 +466,19 @@ impl x::Decode for AnyDirectPathProfileManagerDirectPathConfig {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerDvxDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerDvxDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerDynamicDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerDynamicDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => {
                             Self::DirectPathProfileManagerVirtualDeviceGroupDirectPathConfig(
                                 v,
@@ -506,13 +488,13 @@ impl x::Decode for AnyDirectPathProfileManagerDirectPathConfig {
                     }
                 }
                 Some("DirectPathProfileManagerVmiopDirectPathConfig") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerVmiopDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerDirectPathConfig(v),
                         Err(e) => return Err(e),
                     }
@@ -743,27 +725,21 @@ impl AnyDirectPathProfileManagerTargetEntity {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DirectPathProfileManagerTargetEntity" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerTargetEntity(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            Ok(chunks::d_3::Object::DirectPathProfileManagerTargetEntity(v)) => {
+                return Ok(Self::DirectPathProfileManagerTargetEntity(v));
             }
-            "DirectPathProfileManagerTargetCluster" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerTargetCluster(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerTargetCluster(v)) => {
+                return Ok(Self::DirectPathProfileManagerTargetCluster(v));
             }
-            "DirectPathProfileManagerTargetHost" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DirectPathProfileManagerTargetHost(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DirectPathProfileManagerTargetHost(v)) => {
+                return Ok(Self::DirectPathProfileManagerTargetHost(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDirectPathProfileManagerTargetEntity {
@@ -771,19 +747,19 @@ impl x::Decode for AnyDirectPathProfileManagerTargetEntity {
         Ok(
             match r.xsi_type() {
                 Some("DirectPathProfileManagerTargetCluster") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerTargetCluster(v),
                         Err(e) => return Err(e),
                     }
                 }
                 Some("DirectPathProfileManagerTargetHost") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerTargetHost(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DirectPathProfileManagerTargetEntity(v),
                         Err(e) => return Err(e),
                     }
@@ -964,21 +940,18 @@ impl AnyDistributedVirtualSwitchHostMemberBacking {
     pub fn from_object(
         object: Box<dyn x::DataObject>,
     ) -> Result<Self, Box<dyn x::DataObject>> {
-        match object.type_name() {
-            "DistributedVirtualSwitchHostMemberBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DistributedVirtualSwitchHostMemberBacking(v)),
-                    Err(object) => Err(object),
-                }
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_3::Object>(object) {
+            Ok(chunks::d_3::Object::DistributedVirtualSwitchHostMemberBacking(v)) => {
+                return Ok(Self::DistributedVirtualSwitchHostMemberBacking(v));
             }
-            "DistributedVirtualSwitchHostMemberPnicBacking" => {
-                match x::take_object(object) {
-                    Ok(v) => Ok(Self::DistributedVirtualSwitchHostMemberPnicBacking(v)),
-                    Err(object) => Err(object),
-                }
+            Ok(chunks::d_3::Object::DistributedVirtualSwitchHostMemberPnicBacking(v)) => {
+                return Ok(Self::DistributedVirtualSwitchHostMemberPnicBacking(v));
             }
-            _ => Err(object),
-        }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
     }
 }
 impl x::Decode for AnyDistributedVirtualSwitchHostMemberBacking {
@@ -986,13 +959,13 @@ impl x::Decode for AnyDistributedVirtualSwitchHostMemberBacking {
         Ok(
             match r.xsi_type() {
                 Some("DistributedVirtualSwitchHostMemberPnicBacking") => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DistributedVirtualSwitchHostMemberPnicBacking(v),
                         Err(e) => return Err(e),
                     }
                 }
                 _ => {
-                    match r.read_boxed() {
+                    match x::Decode::decode_boxed(r) {
                         Ok(v) => Self::DistributedVirtualSwitchHostMemberBacking(v),
                         Err(e) => return Err(e),
                     }
@@ -1037,6 +1010,330 @@ for DistributedVirtualSwitchHostMemberPnicBacking {
     fn variant_ref(any: &AnyDistributedVirtualSwitchHostMemberBacking) -> Option<&Self> {
         match any {
             AnyDistributedVirtualSwitchHostMemberBacking::DistributedVirtualSwitchHostMemberPnicBacking(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
+}
+/// `DistributedVirtualSwitchManagerHostDvsFilterSpec` or one of its 3 subtypes, chosen by `xsi:type` when decoding.
+///
+/// An `xsi:type` this version does not know decodes as [`AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsFilterSpec`].
+#[non_exhaustive]
+pub enum AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    DistributedVirtualSwitchManagerHostDvsFilterSpec(
+        Box<DistributedVirtualSwitchManagerHostDvsFilterSpec>,
+    ),
+    DistributedVirtualSwitchManagerHostArrayFilter(
+        Box<DistributedVirtualSwitchManagerHostArrayFilter>,
+    ),
+    DistributedVirtualSwitchManagerHostContainerFilter(
+        Box<DistributedVirtualSwitchManagerHostContainerFilter>,
+    ),
+    DistributedVirtualSwitchManagerHostDvsMembershipFilter(
+        Box<DistributedVirtualSwitchManagerHostDvsMembershipFilter>,
+    ),
+}
+impl Default for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn default() -> Self {
+        Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(Box::default())
+    }
+}
+impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    /// The XML type name of the value held.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(_) => {
+                "DistributedVirtualSwitchManagerHostDvsFilterSpec"
+            }
+            Self::DistributedVirtualSwitchManagerHostArrayFilter(_) => {
+                "DistributedVirtualSwitchManagerHostArrayFilter"
+            }
+            Self::DistributedVirtualSwitchManagerHostContainerFilter(_) => {
+                "DistributedVirtualSwitchManagerHostContainerFilter"
+            }
+            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(_) => {
+                "DistributedVirtualSwitchManagerHostDvsMembershipFilter"
+            }
+        }
+    }
+    /// The value held as `T`, if it is exactly a `T`.
+    pub fn downcast_ref<T: x::VariantOf<Self>>(&self) -> Option<&T> {
+        T::variant_ref(self)
+    }
+}
+impl x::FromValue for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
+        x::any_from_value(
+            value,
+            "DistributedVirtualSwitchManagerHostDvsFilterSpec",
+            Self::from_object,
+        )
+    }
+}
+impl x::ArrayItem for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec";
+    const ITEM_TAG: &'static str = "DistributedVirtualSwitchManagerHostDvsFilterSpec";
+}
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {}
+// SAFETY: as above.
+unsafe impl Sync for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {}
+impl std::fmt::Debug for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::DistributedVirtualSwitchManagerHostArrayFilter(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::DistributedVirtualSwitchManagerHostContainerFilter(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => {
+                std::fmt::Debug::fmt(&**v, f)
+            }
+        }
+    }
+}
+impl PartialEq for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(a),
+                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(b),
+            ) => **a == **b,
+            (
+                Self::DistributedVirtualSwitchManagerHostArrayFilter(a),
+                Self::DistributedVirtualSwitchManagerHostArrayFilter(b),
+            ) => **a == **b,
+            (
+                Self::DistributedVirtualSwitchManagerHostContainerFilter(a),
+                Self::DistributedVirtualSwitchManagerHostContainerFilter(b),
+            ) => **a == **b,
+            (
+                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(a),
+                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(b),
+            ) => **a == **b,
+            _ => false,
+        }
+    }
+}
+impl Clone for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn clone(&self) -> Self {
+        match self {
+            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {
+                Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::DistributedVirtualSwitchManagerHostArrayFilter(v) => {
+                Self::DistributedVirtualSwitchManagerHostArrayFilter(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::DistributedVirtualSwitchManagerHostContainerFilter(v) => {
+                Self::DistributedVirtualSwitchManagerHostContainerFilter(
+                    Box::new((**v).clone()),
+                )
+            }
+            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => {
+                Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
+                    Box::new((**v).clone()),
+                )
+            }
+        }
+    }
+}
+impl x::Encode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        match self {
+            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v) => {
+                x::Encode::encode_as(&**v, w, tag, None)
+            }
+            Self::DistributedVirtualSwitchManagerHostArrayFilter(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DistributedVirtualSwitchManagerHostArrayFilter"),
+                )
+            }
+            Self::DistributedVirtualSwitchManagerHostContainerFilter(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DistributedVirtualSwitchManagerHostContainerFilter"),
+                )
+            }
+            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v) => {
+                x::Encode::encode_as(
+                    &**v,
+                    w,
+                    tag,
+                    Some("DistributedVirtualSwitchManagerHostDvsMembershipFilter"),
+                )
+            }
+        }
+    }
+}
+impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    /// The value of an `anyType` slot as this enum, if it holds this
+    /// type or one of its subtypes; else the object back.
+    pub fn from_object(
+        object: Box<dyn x::DataObject>,
+    ) -> Result<Self, Box<dyn x::DataObject>> {
+        use crate::generated::registry as chunks;
+        let object = match x::take_chunk::<chunks::d_4::Object>(object) {
+            Ok(
+                chunks::d_4::Object::DistributedVirtualSwitchManagerHostDvsFilterSpec(v),
+            ) => return Ok(Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v)),
+            Ok(
+                chunks::d_4::Object::DistributedVirtualSwitchManagerHostArrayFilter(v),
+            ) => return Ok(Self::DistributedVirtualSwitchManagerHostArrayFilter(v)),
+            Ok(
+                chunks::d_4::Object::DistributedVirtualSwitchManagerHostContainerFilter(
+                    v,
+                ),
+            ) => return Ok(Self::DistributedVirtualSwitchManagerHostContainerFilter(v)),
+            Ok(
+                chunks::d_4::Object::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
+                    v,
+                ),
+            ) => {
+                return Ok(
+                    Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(v),
+                );
+            }
+            Ok(other) => return Err(x::box_object(other)),
+            Err(object) => object,
+        };
+        Err(object)
+    }
+}
+impl x::Decode for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(
+            match r.xsi_type() {
+                Some("DistributedVirtualSwitchManagerHostArrayFilter") => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => Self::DistributedVirtualSwitchManagerHostArrayFilter(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DistributedVirtualSwitchManagerHostContainerFilter") => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => {
+                            Self::DistributedVirtualSwitchManagerHostContainerFilter(v)
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DistributedVirtualSwitchManagerHostDvsMembershipFilter") => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => {
+                            Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
+                                v,
+                            )
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match x::Decode::decode_boxed(r) {
+                        Ok(v) => {
+                            Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(v)
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            },
+        )
+    }
+}
+impl<T: x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>> From<T>
+for AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+    fn from(value: T) -> Self {
+        value.into_variant()
+    }
+}
+impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
+for DistributedVirtualSwitchManagerHostDvsFilterSpec {
+    #[inline]
+    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsFilterSpec(
+            Box::new(self),
+        )
+    }
+    #[inline]
+    fn variant_ref(
+        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
+    ) -> Option<&Self> {
+        match any {
+            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsFilterSpec(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
+for DistributedVirtualSwitchManagerHostArrayFilter {
+    #[inline]
+    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostArrayFilter(
+            Box::new(self),
+        )
+    }
+    #[inline]
+    fn variant_ref(
+        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
+    ) -> Option<&Self> {
+        match any {
+            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostArrayFilter(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
+for DistributedVirtualSwitchManagerHostContainerFilter {
+    #[inline]
+    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostContainerFilter(
+            Box::new(self),
+        )
+    }
+    #[inline]
+    fn variant_ref(
+        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
+    ) -> Option<&Self> {
+        match any {
+            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostContainerFilter(
+                v,
+            ) => Some(v),
+            _ => None,
+        }
+    }
+}
+impl x::VariantOf<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>
+for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
+    #[inline]
+    fn into_variant(self) -> AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
+        AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
+            Box::new(self),
+        )
+    }
+    #[inline]
+    fn variant_ref(
+        any: &AnyDistributedVirtualSwitchManagerHostDvsFilterSpec,
+    ) -> Option<&Self> {
+        match any {
+            AnyDistributedVirtualSwitchManagerHostDvsFilterSpec::DistributedVirtualSwitchManagerHostDvsMembershipFilter(
                 v,
             ) => Some(v),
             _ => None,
