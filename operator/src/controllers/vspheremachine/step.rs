@@ -439,6 +439,7 @@ mod tests {
                 static_: None,
                 pool: Some(IpPool {
                     name: "prod-pool".into(),
+                    ..Default::default()
                 }),
             },
         });
