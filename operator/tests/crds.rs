@@ -262,7 +262,13 @@ fn the_api_reference_lists_every_condition_reason_of_each_kind() {
         }
     }
     // Every reason the code sets, the others included, under its kind, with a meaning.
-    for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
+    for kind in [
+        "Provider",
+        "VMImage",
+        "VirtualMachine",
+        "VSphereMachine",
+        "IPPool",
+    ] {
         let section = section(&text, kind);
         assert!(section.contains("\n### Condition reasons\n"), "{kind}");
         let (_, table) = banlieue::api::reasons::of_kind(kind).expect("reasons");

@@ -126,6 +126,21 @@ pub mod vspheremachine {
 
 /// A kind's reasons as the API reference lists them, with a note on where
 /// they appear.
+/// The `Ready` condition of the `IPAddressClaim`s the built-in pool binds.
+pub mod ippool {
+    reasons! {
+        BOUND = "Bound", "Ready=True" =>
+            "The claim has an address from the pool: `status.addressRef` names its `IPAddress` (the claim's name).";
+        POOL_NOT_FOUND = "PoolNotFound", "Ready=False" =>
+            "The claim's `spec.poolRef` names an IPPool that does not exist in the claim's namespace; retried with backoff.";
+        INVALID_POOL = "InvalidPool", "Ready=False" =>
+            "The IPPool's spec does not parse or is inconsistent (the message names the field); retried when it changes.";
+        POOL_EXHAUSTED = "PoolExhausted", "Ready=False" =>
+            "Every address of the pool is allocated or excluded (the message names the pool and its size); retried \
+             with backoff, bound as soon as an address is released.";
+    }
+}
+
 pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
     match kind {
         "Provider" => Some(("The reasons of `status.conditions`.", provider::ALL)),
@@ -139,6 +154,10 @@ pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
             virtualmachine::ALL,
         )),
         "VSphereMachine" => Some(("The reasons of `status.conditions`.", vspheremachine::ALL)),
+        "IPPool" => Some((
+            "The reasons of the `Ready` condition of the Cluster API `IPAddressClaim`s the pool binds.",
+            ippool::ALL,
+        )),
         _ => None,
     }
 }
