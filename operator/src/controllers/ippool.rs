@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -268,6 +269,66 @@ pub async fn release(
     };
     let pools: Api<IPPool> = Api::namespaced(client.clone(), &pool.namespace().unwrap_or_default());
     write_pool_status(&pools, pool, status_with(pool, &parsed, &kept)).await
+}
+
+/// What the allocator's controller needs: the client, the claims of the
+/// namespace (their names are the live set), per-claim backoff.
+pub struct Allocator {
+    pub client: Client,
+    pub claims: kube::runtime::reflector::Store<IPAddressClaim>,
+    pub backoff: super::Backoff,
+}
+
+/// The live set: the names of the claims in `namespace` the cache holds.
+pub fn live_claims(
+    claims: &kube::runtime::reflector::Store<IPAddressClaim>,
+    namespace: &str,
+) -> BTreeSet<String> {
+    claims
+        .state()
+        .iter()
+        .filter(|c| c.namespace().as_deref() == Some(namespace))
+        .map(|c| c.name_any())
+        .collect()
+}
+
+/// When to look at a claim again: a bound claim, or one of another pool
+/// kind, when it changes; an unbound one with backoff (an exhausted pool is
+/// retried, not a crash loop).
+pub fn action_for(outcome: &Outcome, backoff: &super::Backoff, key: String) -> Action {
+    match outcome {
+        Outcome::NotOurs | Outcome::Bound(_) => {
+            backoff.succeeded(&key);
+            Action::await_change()
+        }
+        Outcome::Unbound { .. } => Action::requeue(backoff.failed(key)),
+    }
+}
+
+/// The allocator's reconcile of one claim.
+pub async fn reconcile_claim(
+    claim: std::sync::Arc<IPAddressClaim>,
+    ctx: std::sync::Arc<Allocator>,
+) -> crate::Result<Action> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let mut live = live_claims(&ctx.claims, &namespace);
+    live.insert(claim.name_any());
+    let outcome = bind_claim(&ctx.client, &claim, &live).await?;
+    Ok(action_for(
+        &outcome,
+        &ctx.backoff,
+        super::key(claim.as_ref()),
+    ))
+}
+
+/// A failed reconcile (the API server): retried with backoff.
+pub fn claim_error_policy(
+    claim: std::sync::Arc<IPAddressClaim>,
+    error: &crate::Error,
+    ctx: std::sync::Arc<Allocator>,
+) -> Action {
+    tracing::warn!(claim = %super::key(claim.as_ref()), %error, "binding the claim failed");
+    Action::requeue(ctx.backoff.failed(super::key(claim.as_ref())))
 }
 
 #[cfg(test)]
@@ -582,6 +643,32 @@ mod tests {
                 }
             ),
             "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn an_unbound_claim_is_retried_with_backoff_a_bound_one_waits_for_a_change() {
+        let backoff = crate::controllers::Backoff::default();
+        let unbound = Outcome::Unbound {
+            reason: reason::POOL_EXHAUSTED,
+            message: String::new(),
+        };
+        let key = || "IPAddressClaim/ns/a".to_string();
+        assert_eq!(
+            action_for(&unbound, &backoff, key()),
+            Action::requeue(std::time::Duration::from_secs(5))
+        );
+        assert_eq!(
+            action_for(&unbound, &backoff, key()),
+            Action::requeue(std::time::Duration::from_secs(10)),
+            "backing off, not a crash loop"
+        );
+        let bound = Outcome::Bound("10.0.0.10".parse().unwrap());
+        assert_eq!(action_for(&bound, &backoff, key()), Action::await_change());
+        assert_eq!(
+            action_for(&unbound, &backoff, key()),
+            Action::requeue(std::time::Duration::from_secs(5)),
+            "a success starts the backoff anew"
         );
     }
 
