@@ -10,6 +10,7 @@
 //!   [`driver::Hooks`];
 //! - [`request`]: the clone a machine asks for; [`identity`]: its VM's name,
 //!   instance UUID and MACs; [`guestinfo`]: its cloud-init data;
+//!   [`ipclaims`]: its IP pool NICs as Cluster API claims (not used yet);
 //! - `check --apply` runs the same driver with in-memory hooks.
 //!
 //! A VM is known by its instance UUID ([`identity::instance_uuid`]), set at
@@ -20,6 +21,7 @@
 pub mod driver;
 pub mod guestinfo;
 pub mod identity;
+pub mod ipclaims;
 pub mod request;
 pub mod step;
 
