@@ -950,3 +950,52 @@ pub(crate) mod stalling {
         let _ = to.shutdown().await;
     }
 }
+
+/// A mocked API server answering a test's requests one by one, in order.
+pub(crate) mod scripted {
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{json, Value};
+
+    use super::body_json;
+
+    pub(crate) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    pub(crate) fn failure(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason,
+               "reason": reason, "code": code})
+    }
+
+    /// Answers the next request, which must be `method path`, with `code` and
+    /// what `reply` makes of its body (null for a GET); returns the body.
+    pub(crate) async fn answer(
+        handle: &mut Handle,
+        method: &str,
+        path: &str,
+        code: u16,
+        reply: impl FnOnce(&Value) -> Value,
+    ) -> Value {
+        let (request, send) = handle.next_request().await.expect("a request");
+        assert_eq!(request.method().as_str(), method, "{}", request.uri());
+        assert_eq!(request.uri().path(), path);
+        let body = if method == "GET" {
+            Value::Null
+        } else {
+            body_json(request).await
+        };
+        let response = serde_json::to_vec(&reply(&body)).unwrap();
+        send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(response))
+                .unwrap(),
+        );
+        body
+    }
+
+    pub(crate) async fn nothing_more(mut handle: Handle) {
+        if let Some((request, _)) = handle.next_request().await {
+            panic!("unexpected request {} {}", request.method(), request.uri());
+        }
+    }
+}

@@ -339,9 +339,7 @@ mod tests {
 
     use super::*;
     use crate::api::{IPAddressClaimSpec, IPPoolSpec};
-    use crate::fixtures::body_json;
-
-    type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+    use crate::fixtures::scripted::{answer, failure, nothing_more, Handle};
 
     const NS: &str = "banlieue-system";
 
@@ -396,44 +394,6 @@ mod tests {
 
     fn live(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| (*n).to_string()).collect()
-    }
-
-    fn failure(code: u16, reason: &str) -> Value {
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason,
-               "reason": reason, "code": code})
-    }
-
-    /// Answers the next request, which must be `method path`, with `code` and
-    /// what `reply` makes of its body (null for a GET); returns the body.
-    async fn answer(
-        handle: &mut Handle,
-        method: &str,
-        path: &str,
-        code: u16,
-        reply: impl FnOnce(&Value) -> Value,
-    ) -> Value {
-        let (request, send) = handle.next_request().await.expect("a request");
-        assert_eq!(request.method().as_str(), method, "{}", request.uri());
-        assert_eq!(request.uri().path(), path);
-        let body = if method == "GET" {
-            Value::Null
-        } else {
-            body_json(request).await
-        };
-        let response = serde_json::to_vec(&reply(&body)).unwrap();
-        send.send_response(
-            Response::builder()
-                .status(code)
-                .body(Body::from(response))
-                .unwrap(),
-        );
-        body
-    }
-
-    async fn nothing_more(mut handle: Handle) {
-        if let Some((request, _)) = handle.next_request().await {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
     }
 
     /// Runs `bind_claim` against a server playing `script`.

@@ -11,11 +11,15 @@
 
 use std::collections::BTreeMap;
 
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+
 use crate::api::{
-    IPAddressClaim, IPAddressClaimSpec, IPAddressSpec, IPPoolSpec, Ipam, StaticIp,
-    TypedLocalObjectReference, VSphereMachine, MANAGED_BY_LABEL,
+    IPAddress, IPAddressClaim, IPAddressClaimSpec, IPAddressSpec, IPPool, IPPoolSpec, Ipam,
+    StaticIp, TypedLocalObjectReference, VSphereMachine, BUILTIN_POOL_GROUP, BUILTIN_POOL_KIND,
+    MANAGED_BY_LABEL,
 };
-use kube::ResourceExt;
+use crate::conditions;
 
 /// Labels naming the machine and NIC a claim is for.
 pub const MACHINE_NAMESPACE_LABEL: &str = "banlieue.io/machine-namespace";
@@ -107,6 +111,80 @@ pub fn bound_machine(
         }
     }
     Some(out)
+}
+
+/// Where a machine's pool NICs stand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Binding {
+    /// Every pool NIC's address as a static one, by NIC name.
+    Bound(BTreeMap<String, StaticIp>),
+    /// Not all bound yet: why, per NIC (a claim's own `Ready=False` message,
+    /// an exhausted pool for one).
+    Waiting(String),
+}
+
+/// Creates the machine's claims in `namespace` unless they exist, and reads
+/// what they are bound to. A claim already there (a re-run, or a crash
+/// between claim and clone) is the same claim, with the same address.
+pub async fn ensure_bound(
+    client: &Client,
+    machine: &VSphereMachine,
+    namespace: &str,
+) -> crate::Result<Binding> {
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    let addresses: Api<IPAddress> = Api::namespaced(client.clone(), namespace);
+    let pools: Api<IPPool> = Api::namespaced(client.clone(), namespace);
+    let mut bound = BTreeMap::new();
+    let mut waiting = Vec::new();
+    for claim in claims_for(machine, namespace) {
+        let name = claim.name_any();
+        let nic = claim
+            .labels()
+            .get(INTERFACE_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let current = match claims.create(&PostParams::default(), &claim).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(e)) if e.code == 409 => claims.get(&name).await?,
+            Err(e) => return Err(e.into()),
+        };
+        let pool_ref = &current.spec.pool_ref;
+        let about = format!(
+            "interface {nic}: claim {namespace}/{name} on {} {}",
+            pool_ref.kind, pool_ref.name
+        );
+        let status = current.status.clone().unwrap_or_default();
+        let Some(address_ref) = status.address_ref else {
+            let why = conditions::find(&status.conditions, conditions::READY)
+                .filter(|c| c.status == "False")
+                .map_or_else(
+                    || "not bound yet".to_string(),
+                    |c| format!("{}: {}", c.reason, c.message),
+                );
+            waiting.push(format!("{about}: {why}"));
+            continue;
+        };
+        let Some(address) = addresses.get_opt(&address_ref.name).await? else {
+            waiting.push(format!(
+                "{about}: its IPAddress {} does not exist yet",
+                address_ref.name
+            ));
+            continue;
+        };
+        let builtin = pool_ref.api_group.as_deref() == Some(BUILTIN_POOL_GROUP)
+            && pool_ref.kind == BUILTIN_POOL_KIND;
+        let pool = if builtin {
+            pools.get_opt(&pool_ref.name).await?.map(|p| p.spec)
+        } else {
+            None
+        };
+        bound.insert(nic, as_static(&address.spec, pool.as_ref()));
+    }
+    Ok(if waiting.is_empty() {
+        Binding::Bound(bound)
+    } else {
+        Binding::Waiting(waiting.join("; "))
+    })
 }
 
 #[cfg(test)]
@@ -236,5 +314,145 @@ mod tests {
         assert!(network_config(&bound, &macs).is_some());
         // Another provider's address: no DNS from a pool banlieue does not know.
         assert!(as_static(&address, None).nameservers.is_empty());
+    }
+
+    mod against_the_api_server {
+        use http::{Request, Response};
+        use kube::client::Body;
+        use serde_json::{json, Value};
+
+        use super::*;
+        use crate::fixtures::scripted::{answer, failure, nothing_more, Handle};
+
+        const CLAIMS: &str =
+            "/apis/ipam.cluster.x-k8s.io/v1beta1/namespaces/banlieue-system/ipaddressclaims";
+
+        async fn run<F>(machine: &VSphereMachine, script: F) -> Binding
+        where
+            F: FnOnce(Handle) -> futures::future::BoxFuture<'static, ()>,
+        {
+            let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let server = tokio::spawn(script(handle));
+            let client = Client::new(service, "default");
+            let binding = ensure_bound(&client, machine, "banlieue-system")
+                .await
+                .expect("no API error");
+            drop(client);
+            server.await.expect("the server's script");
+            binding
+        }
+
+        fn claim_with(status: Value) -> impl FnOnce(&Value) -> Value {
+            move |body| {
+                let mut claim = body.clone();
+                claim["status"] = status;
+                claim
+            }
+        }
+
+        /// A re-run (or a crash between claim and clone): the claim is there
+        /// (409), bound; its address and the pool's DNS make the static address.
+        #[tokio::test]
+        async fn an_existing_bound_claim_gives_its_address_as_a_static_one() {
+            let m = with_nics(&[("eth0", pool("prod", None)), ("eth1", Ipam::default())]);
+            let binding = run(&m, |mut h| {
+                Box::pin(async move {
+                    let sent = answer(&mut h, "POST", CLAIMS, 409, |_| {
+                        failure(409, "AlreadyExists")
+                    })
+                    .await;
+                    assert_eq!(sent["metadata"]["name"], "ns.web.eth0");
+                    let stored = sent.clone();
+                    answer(&mut h, "GET", &format!("{CLAIMS}/ns.web.eth0"), 200, move |_| {
+                        claim_with(json!({"addressRef": {"name": "ns.web.eth0"}}))(&stored)
+                    })
+                    .await;
+                    answer(
+                        &mut h,
+                        "GET",
+                        "/apis/ipam.cluster.x-k8s.io/v1beta1/namespaces/banlieue-system/ipaddresses/ns.web.eth0",
+                        200,
+                        |_| json!({"apiVersion": "ipam.cluster.x-k8s.io/v1beta1", "kind": "IPAddress",
+                                   "metadata": {"name": "ns.web.eth0", "namespace": "banlieue-system"},
+                                   "spec": {"claimRef": {"name": "ns.web.eth0"},
+                                            "poolRef": {"apiGroup": "banlieue.io", "kind": "IPPool", "name": "prod"},
+                                            "address": "10.0.0.11", "prefix": 24, "gateway": "10.0.0.1"}}),
+                    )
+                    .await;
+                    answer(
+                        &mut h,
+                        "GET",
+                        "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/ippools/prod",
+                        200,
+                        |_| json!({"apiVersion": "banlieue.io/v1alpha1", "kind": "IPPool",
+                                   "metadata": {"name": "prod", "namespace": "banlieue-system"},
+                                   "spec": {"addresses": ["10.0.0.0/24"], "prefix": 24,
+                                            "nameservers": ["10.0.0.53"]}}),
+                    )
+                    .await;
+                    nothing_more(h).await;
+                })
+            })
+            .await;
+            assert_eq!(
+                binding,
+                Binding::Bound(BTreeMap::from([(
+                    "eth0".to_string(),
+                    StaticIp {
+                        address: "10.0.0.11/24".into(),
+                        gateway: Some("10.0.0.1".into()),
+                        nameservers: vec!["10.0.0.53".into()],
+                        search_domains: vec![],
+                    }
+                )]))
+            );
+        }
+
+        /// A new claim is not bound yet; an exhausted pool says so: waiting,
+        /// with the claim's own reason, nothing cloned.
+        #[tokio::test]
+        async fn an_unbound_claim_is_waited_for_with_its_reason() {
+            let m = with_nics(&[("eth0", pool("prod", None))]);
+            let binding = run(&m, |mut h| {
+                Box::pin(async move {
+                    answer(&mut h, "POST", CLAIMS, 201, Value::clone).await;
+                    nothing_more(h).await;
+                })
+            })
+            .await;
+            assert_eq!(
+                binding,
+                Binding::Waiting(
+                    "interface eth0: claim banlieue-system/ns.web.eth0 on IPPool prod: not bound yet"
+                        .into()
+                )
+            );
+            let binding = run(&m, |mut h| {
+                Box::pin(async move {
+                    answer(
+                        &mut h,
+                        "POST",
+                        CLAIMS,
+                        201,
+                        claim_with(json!({"conditions": [{
+                        "type": "Ready", "status": "False", "reason": "PoolExhausted",
+                        "message": "IPPool banlieue-system/prod: all 3 address(es) are in use",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]})),
+                    )
+                    .await;
+                    nothing_more(h).await;
+                })
+            })
+            .await;
+            let Binding::Waiting(why) = binding else {
+                panic!("not waiting: {binding:?}");
+            };
+            assert!(
+                why.ends_with(
+                    "PoolExhausted: IPPool banlieue-system/prod: all 3 address(es) are in use"
+                ),
+                "{why}"
+            );
+        }
     }
 }
