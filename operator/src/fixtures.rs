@@ -647,6 +647,13 @@ pub(crate) mod provider {
                 };
                 let response = if path.contains("/events") {
                     body.clone()
+                } else if path.contains("/ipaddressclaims") {
+                    // A machine's IP pool claims: created (never bound here), deleted.
+                    if method == "DELETE" {
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                    } else {
+                        body.clone()
+                    }
                 } else {
                     if let Some(status) = body.get("status") {
                         current["status"] = status.clone();

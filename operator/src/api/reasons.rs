@@ -112,6 +112,10 @@ pub mod vspheremachine {
         POWERING_ON = "PoweringOn", "Ready=False" => "The VM is being powered on.";
         POWERING_OFF = "PoweringOff", "Ready=False" => "The guest is being shut down (a hard power-off after a minute).";
         WAITING_FOR_IP = "WaitingForIP", "Ready=False" => "The VM is on; waiting for the guest to report an IP address.";
+        WAITING_FOR_IP_ADDRESS = "WaitingForIPAddress", "Ready=False" =>
+            "A NIC's `ipam.pool` claim (Cluster API `IPAddressClaim`, in the Provider's namespace) is not bound \
+             yet, or its pool is exhausted (the message names the claim, the pool and the claim's reason); \
+             nothing is cloned until every pool NIC has its address. Retried with backoff.";
         FAILED = "Failed", "Ready=False" =>
             "A task or call failed, or the machine cannot be made as asked; the message says why.";
         DELETING = "Deleting", "Ready=False" => "The VM is being powered off and destroyed.";

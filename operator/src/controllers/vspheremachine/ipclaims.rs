@@ -1,13 +1,14 @@
-//! A machine's IP pool NICs as Cluster API claims, pure (not used by the
-//! driver yet: a NIC asking for a pool still fails the machine, see
-//! [`super::step`]). For each such NIC the driver is to ensure
-//! [`claim_for`] before the clone (the name is deterministic, so a re-run
-//! or a crash between claim and clone finds the same claim and its
-//! address), wait until it is bound, and clone [`bound_machine`]: the NIC
-//! with the bound address exactly as a static one, so the guest gets it
-//! through the same guestinfo network config. The claims live in the
-//! Provider's namespace (with the pools); an owner reference cannot cross
-//! namespaces, so the driver deletes them itself once the VM is gone.
+//! A machine's IP pool NICs as Cluster API claims. The provider role runs
+//! [`ensure_bound`] before the driver: one claim per pool NIC
+//! ([`claims_for`], a deterministic name, so a re-run or a crash between
+//! claim and clone finds the same claim and its address), nothing cloned
+//! until every one is bound, then the driver clones [`bound_machine`]: each
+//! NIC with its bound address exactly as a static one, so the guest gets it
+//! through the same guestinfo network config. `check` has no claims: there a
+//! NIC asking for a pool still fails the machine (see [`super::step`]). The
+//! claims live in the Provider's namespace (with the pools); an owner
+//! reference cannot cross namespaces, so [`delete_claims`] deletes them once
+//! the VM is confirmed gone, before the finalizer is released.
 
 use std::collections::BTreeMap;
 
@@ -111,6 +112,36 @@ pub fn bound_machine(
         }
     }
     Some(out)
+}
+
+/// Does any NIC of the machine ask for a pool?
+pub fn has_pool_nics(machine: &VSphereMachine) -> bool {
+    machine
+        .spec
+        .network_interfaces
+        .iter()
+        .any(|n| n.ipam.pool.is_some())
+}
+
+/// Deletes the machine's claims (once its VM is gone): the addresses go
+/// back to their pools. A claim already gone is fine.
+pub async fn delete_claims(
+    client: &Client,
+    machine: &VSphereMachine,
+    namespace: &str,
+) -> crate::Result<()> {
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), namespace);
+    for claim in claims_for(machine, namespace) {
+        match claims
+            .delete(&claim.name_any(), &kube::api::DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Where a machine's pool NICs stand.

@@ -337,9 +337,11 @@ fn decide(
     }
 }
 
-/// Why the machine cannot be made as asked, before anything is cloned: an IP
-/// pool has no allocator in this provider yet, and a NIC silently on DHCP
-/// would be a machine other than the one asked for.
+/// Why the machine cannot be made as asked, before anything is cloned: a
+/// NIC still on an IP pool has no bound address (the provider role binds
+/// pool NICs before the driver runs and hands it static addresses; `check`
+/// has no claims), and a NIC silently on DHCP would be a machine other than
+/// the one asked for.
 fn unsupported(machine: &VSphereMachine) -> Option<String> {
     let nic = machine
         .spec
@@ -353,7 +355,7 @@ fn unsupported(machine: &VSphereMachine) -> Option<String> {
         .map(|p| p.name.as_str())
         .unwrap_or_default();
     Some(format!(
-        "interface {} asks for IP pool {pool:?}: IP pools are not supported by the vSphere provider yet; use ipam.static or DHCP (ipam: {{}})",
+        "interface {} asks for IP pool {pool:?} but has no bound address: IP pools are bound by the provider role in a cluster, not by check; use ipam.static or DHCP (ipam: {{}}) here",
         nic.name
     ))
 }

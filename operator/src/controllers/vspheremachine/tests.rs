@@ -283,3 +283,84 @@ async fn a_machine_whose_provider_is_gone_says_so_and_how_to_let_go() {
     assert_eq!(event_reasons(&seen), ["ProviderNotFound"]);
     assert!(vsphere.connects().is_empty());
 }
+
+fn with_pool_nic(mut m: VSphereMachine) -> VSphereMachine {
+    m.spec
+        .network_interfaces
+        .push(crate::api::MachineNetworkInterface {
+            name: "eth0".into(),
+            network_class: "prod".into(),
+            port_group: "DC0_DVPG0".into(),
+            ipam: crate::api::Ipam {
+                static_: None,
+                pool: Some(crate::api::IpPool {
+                    name: "prod".into(),
+                    ..Default::default()
+                }),
+            },
+        });
+    m
+}
+
+const CLAIM: &str =
+    "/apis/ipam.cluster.x-k8s.io/v1beta1/namespaces/banlieue-system/ipaddressclaims";
+
+/// A NIC on an IP pool: its claim is made first, and while it is not bound
+/// the machine waits (WaitingForIPAddress, backoff) and nothing is cloned.
+#[tokio::test]
+async fn a_pool_nic_is_claimed_and_nothing_is_cloned_until_the_claim_is_bound() {
+    let machines = crate::vsphere::mock::MockMachines::new();
+    let vsphere = MockVSphere::new(Script {
+        password: Some("REPLACE-ME".into()),
+        machines: machines.clone(),
+        ..Default::default()
+    });
+    let (result, seen) = reconcile(with_pool_nic(with_finalizer(machine("web"))), &vsphere).await;
+    assert_eq!(
+        result.expect("reconcile"),
+        Action::requeue(std::time::Duration::from_secs(5)),
+        "retried with backoff"
+    );
+    let claims: Vec<&Value> = seen
+        .iter()
+        .filter(|(m, p, _, _)| m == "POST" && p == CLAIM)
+        .map(|(_, _, _, b)| b)
+        .collect();
+    assert_eq!(claims.len(), 1, "{seen:?}");
+    assert_eq!(claims[0]["metadata"]["name"], "ns.web.eth0");
+    assert_eq!(
+        claims[0]["spec"]["poolRef"],
+        json!({"apiGroup": "banlieue.io", "kind": "IPPool", "name": "prod"})
+    );
+    let patches = status_patches(&seen);
+    let ready = &patches.last().expect("a status patch")["conditions"][0];
+    assert_eq!(ready["reason"], "WaitingForIPAddress");
+    assert!(
+        ready["message"].as_str().unwrap_or_default().contains(
+            "interface eth0: claim banlieue-system/ns.web.eth0 on IPPool prod: not bound yet"
+        ),
+        "{ready}"
+    );
+    assert_eq!(machines.calls("clone"), 0, "nothing cloned");
+    assert!(machines.vms().is_empty());
+}
+
+/// Deleting a machine whose VM is gone deletes its claims (the addresses go
+/// back to the pool) before the finalizer is released.
+#[tokio::test]
+async fn a_deleted_machine_releases_its_claims_once_the_vm_is_gone() {
+    let vsphere = vsphere();
+    let mut m = with_pool_nic(with_finalizer(machine("web")));
+    m.metadata.deletion_timestamp = Some(crate::conditions::now());
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    let deleted = seen
+        .iter()
+        .position(|(m, p, _, _)| m == "DELETE" && p == &format!("{CLAIM}/ns.web.eth0"))
+        .unwrap_or_else(|| panic!("the claim is deleted: {seen:?}"));
+    let released = seen
+        .iter()
+        .position(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch"))
+        .expect("the finalizer is removed");
+    assert!(deleted < released, "the claim first: {seen:?}");
+}
