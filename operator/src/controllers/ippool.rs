@@ -201,9 +201,32 @@ async fn ensure_address(
     address.metadata.owner_references = claim.controller_owner_ref(&()).map(|o| vec![o]);
     match addresses.create(&PostParams::default(), &address).await {
         Ok(_) => Ok(()),
-        // Created before a crash: the allocation it was made from is the one
-        // `bind` returned again, so it holds the same address.
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        // Created before a crash, for this claim: the allocation it was made
+        // from is the one `bind` returned again, so it holds the same address.
+        // One of an earlier claim of this name (its owner gone, the garbage
+        // collector not done yet) or with another address is deleted and
+        // made again at the next try.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let name = claim.name_any();
+            let existing = addresses.get_opt(&name).await?;
+            let ours = existing.as_ref().is_some_and(|a| {
+                a.spec.address == address.spec.address
+                    && a.owner_references()
+                        .iter()
+                        .any(|o| Some(&o.uid) == claim.uid().as_ref())
+            });
+            if ours {
+                return Ok(());
+            }
+            if existing.is_some() {
+                addresses
+                    .delete(&name, &kube::api::DeleteParams::default())
+                    .await?;
+            }
+            Err(crate::Error::StatusWrite(format!(
+                "IPAddress {name} was not this claim's: deleted, made again at the next try"
+            )))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -531,12 +554,58 @@ mod tests {
                 })
                 .await;
                 assert_eq!(address["spec"]["address"], "10.0.0.11");
+                let stored = address.clone();
+                answer(
+                    &mut h,
+                    "GET",
+                    &format!("{}/web-eth0", addresses_path()),
+                    200,
+                    move |_| stored,
+                )
+                .await;
                 claim_status(&mut h, "web-eth0").await;
                 nothing_more(h).await;
             })
         })
         .await;
         assert_eq!(outcome, Outcome::Bound("10.0.0.11".parse().unwrap()));
+    }
+
+    /// A claim deleted and made again under the same name: the IPAddress of
+    /// the old one (its owner gone, not yet collected) is not taken for the
+    /// new claim's: it is deleted, and the reconcile fails to be retried.
+    #[tokio::test]
+    async fn an_address_left_by_an_earlier_claim_of_the_name_is_replaced() {
+        let claim = ours("web-eth0");
+        let (service, mut h) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            answer(&mut h, "GET", &pool_path(), 200, |_| {
+                pool("9", &[("10.0.0.11", "web-eth0")])
+            })
+            .await;
+            let sent = answer(&mut h, "POST", &addresses_path(), 409, |_| {
+                failure(409, "AlreadyExists")
+            })
+            .await;
+            let mut old = sent.clone();
+            old["metadata"]["ownerReferences"][0]["uid"] = json!("uid-of-the-earlier-claim");
+            let path = format!("{}/web-eth0", addresses_path());
+            answer(&mut h, "GET", &path, 200, move |_| old.clone()).await;
+            answer(
+                &mut h,
+                "DELETE",
+                &path,
+                200,
+                |_| json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            )
+            .await;
+            nothing_more(h).await;
+        });
+        let client = Client::new(service, "default");
+        let result = bind_claim(&client, &claim, &live(&["web-eth0"])).await;
+        drop(client);
+        server.await.expect("the server's script");
+        assert!(result.is_err(), "retried, not bound: {result:?}");
     }
 
     #[tokio::test]
