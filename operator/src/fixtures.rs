@@ -648,12 +648,28 @@ pub(crate) mod provider {
                 let response = if path.contains("/events") {
                     body.clone()
                 } else if path.contains("/ipaddressclaims") {
-                    // A machine's IP pool claims: created (never bound here), deleted.
+                    // A machine's IP pool claims: created, deleted; a claim on
+                    // the pool `instant` is bound at once (its IPAddress below).
                     if method == "DELETE" {
                         json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
                     } else {
-                        body.clone()
+                        let mut claim = body.clone();
+                        if claim["spec"]["poolRef"]["name"] == "instant" {
+                            claim["status"] =
+                                json!({"addressRef": {"name": claim["metadata"]["name"]}});
+                        }
+                        claim
                     }
+                } else if path.contains("/ipaddresses/") {
+                    json!({"apiVersion": "ipam.cluster.x-k8s.io/v1beta1", "kind": "IPAddress",
+                           "metadata": {"name": path.rsplit('/').next().unwrap_or_default()},
+                           "spec": {"claimRef": {"name": "c"},
+                                    "poolRef": {"apiGroup": "banlieue.io", "kind": "IPPool", "name": "instant"},
+                                    "address": "10.0.0.77", "prefix": 24, "gateway": "10.0.0.1"}})
+                } else if path.contains("/ippools/") {
+                    json!({"apiVersion": "banlieue.io/v1alpha1", "kind": "IPPool",
+                           "metadata": {"name": "instant"},
+                           "spec": {"addresses": ["10.0.0.0/24"], "prefix": 24, "nameservers": ["10.0.0.53"]}})
                 } else {
                     if let Some(status) = body.get("status") {
                         current["status"] = status.clone();

@@ -27,6 +27,17 @@ fn vsphere() -> MockVSphere {
     })
 }
 
+/// A vCenter whose VM store the test looks into.
+fn vsphere_with_machines() -> (MockVSphere, crate::vsphere::mock::MockMachines) {
+    let machines = crate::vsphere::mock::MockMachines::new();
+    let vsphere = MockVSphere::new(Script {
+        password: Some("REPLACE-ME".into()),
+        machines: machines.clone(),
+        ..Default::default()
+    });
+    (vsphere, machines)
+}
+
 fn world() -> World {
     World {
         providers: vec![fixtures::provider(
@@ -155,12 +166,7 @@ impl Hooks for Quiet {
 
 #[tokio::test]
 async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
-    let machines = crate::vsphere::mock::MockMachines::new();
-    let vsphere = MockVSphere::new(Script {
-        password: Some("REPLACE-ME".into()),
-        machines: machines.clone(),
-        ..Default::default()
-    });
+    let (vsphere, machines) = vsphere_with_machines();
     let mut m = with_finalizer(machine("web"));
     driver::reconcile(
         &mut m,
@@ -199,12 +205,7 @@ async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
 
 #[tokio::test]
 async fn an_unresponsive_vcenter_is_the_machines_condition_and_its_session_is_dropped() {
-    let machines = crate::vsphere::mock::MockMachines::new();
-    let vsphere = MockVSphere::new(Script {
-        password: Some("REPLACE-ME".into()),
-        machines: machines.clone(),
-        ..Default::default()
-    });
+    let (vsphere, machines) = vsphere_with_machines();
     machines.fail_next(
         "find",
         vsphere::Error::new(
@@ -284,7 +285,11 @@ async fn a_machine_whose_provider_is_gone_says_so_and_how_to_let_go() {
     assert!(vsphere.connects().is_empty());
 }
 
-fn with_pool_nic(mut m: VSphereMachine) -> VSphereMachine {
+fn with_pool_nic(m: VSphereMachine) -> VSphereMachine {
+    on_pool(m, "prod")
+}
+
+fn on_pool(mut m: VSphereMachine, pool: &str) -> VSphereMachine {
     m.spec
         .network_interfaces
         .push(crate::api::MachineNetworkInterface {
@@ -294,7 +299,7 @@ fn with_pool_nic(mut m: VSphereMachine) -> VSphereMachine {
             ipam: crate::api::Ipam {
                 static_: None,
                 pool: Some(crate::api::IpPool {
-                    name: "prod".into(),
+                    name: pool.into(),
                     ..Default::default()
                 }),
             },
@@ -309,12 +314,7 @@ const CLAIM: &str =
 /// the machine waits (WaitingForIPAddress, backoff) and nothing is cloned.
 #[tokio::test]
 async fn a_pool_nic_is_claimed_and_nothing_is_cloned_until_the_claim_is_bound() {
-    let machines = crate::vsphere::mock::MockMachines::new();
-    let vsphere = MockVSphere::new(Script {
-        password: Some("REPLACE-ME".into()),
-        machines: machines.clone(),
-        ..Default::default()
-    });
+    let (vsphere, machines) = vsphere_with_machines();
     let (result, seen) = reconcile(with_pool_nic(with_finalizer(machine("web"))), &vsphere).await;
     assert_eq!(
         result.expect("reconcile"),
@@ -363,4 +363,39 @@ async fn a_deleted_machine_releases_its_claims_once_the_vm_is_gone() {
         .position(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch"))
         .expect("the finalizer is removed");
     assert!(deleted < released, "the claim first: {seen:?}");
+}
+
+/// A bound claim: the clone asks for its address exactly as a static one
+/// (guestinfo network config: address/prefix, gateway, the pool's DNS).
+#[tokio::test]
+async fn a_bound_claims_address_is_cloned_into_guestinfo_as_a_static_one() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let m = on_pool(with_finalizer(machine("web")), "instant");
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    let requests = machines.clone_requests();
+    assert_eq!(requests.len(), 1, "{seen:?}");
+    let network = requests[0]
+        .shape
+        .extra_config
+        .iter()
+        .find(|(k, _)| k == "guestinfo.metadata")
+        .and_then(|(_, v)| super::guestinfo::decode(v))
+        .and_then(|meta| serde_json::from_str::<Value>(&meta).ok())
+        .map(|meta| meta["network"].clone())
+        .expect("metadata with a network config");
+    let network = match network {
+        Value::String(encoded) => super::guestinfo::decode(&encoded)
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .unwrap_or(Value::Null),
+        other => other,
+    };
+    let eth0 = &network["ethernets"]["eth0"];
+    assert_eq!(eth0["addresses"], json!(["10.0.0.77/24"]), "{network}");
+    assert_eq!(eth0["dhcp4"], false);
+    assert_eq!(
+        eth0["routes"],
+        json!([{"to": "default", "via": "10.0.0.1"}])
+    );
+    assert_eq!(eth0["nameservers"]["addresses"], json!(["10.0.0.53"]));
 }
