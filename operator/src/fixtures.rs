@@ -158,6 +158,25 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
     m
 }
 
+/// `m` with a NIC `eth0` asking for the built-in pool `pool`.
+pub(crate) fn with_pool_nic(mut m: VSphereMachine, pool: &str) -> VSphereMachine {
+    m.spec
+        .network_interfaces
+        .push(crate::api::MachineNetworkInterface {
+            name: "eth0".into(),
+            network_class: "prod".into(),
+            port_group: "DC0_DVPG0".into(),
+            ipam: crate::api::Ipam {
+                static_: None,
+                pool: Some(crate::api::IpPool {
+                    name: pool.into(),
+                    ..Default::default()
+                }),
+            },
+        });
+    m
+}
+
 pub(crate) async fn body_json(request: Request<Body>) -> Value {
     let bytes = request
         .into_body()

@@ -4,8 +4,9 @@
 //! claim and clone finds the same claim and its address), nothing cloned
 //! until every one is bound, then the driver clones [`bound_machine`]: each
 //! NIC with its bound address exactly as a static one, so the guest gets it
-//! through the same guestinfo network config. `check` has no claims: there a
-//! NIC asking for a pool still fails the machine (see [`super::step`]). The
+//! through the same guestinfo network config. `check` binds the manifests'
+//! built-in pools in memory with the same pieces; a NIC it cannot bind fails
+//! the machine (see [`super::step`]). The
 //! claims live in the Provider's namespace (with the pools); an owner
 //! reference cannot cross namespaces, so [`delete_claims`] deletes them once
 //! the VM is confirmed gone, before the finalizer is released.

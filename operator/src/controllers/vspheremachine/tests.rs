@@ -289,22 +289,8 @@ fn with_pool_nic(m: VSphereMachine) -> VSphereMachine {
     on_pool(m, "prod")
 }
 
-fn on_pool(mut m: VSphereMachine, pool: &str) -> VSphereMachine {
-    m.spec
-        .network_interfaces
-        .push(crate::api::MachineNetworkInterface {
-            name: "eth0".into(),
-            network_class: "prod".into(),
-            port_group: "DC0_DVPG0".into(),
-            ipam: crate::api::Ipam {
-                static_: None,
-                pool: Some(crate::api::IpPool {
-                    name: pool.into(),
-                    ..Default::default()
-                }),
-            },
-        });
-    m
+fn on_pool(m: VSphereMachine, pool: &str) -> VSphereMachine {
+    fixtures::with_pool_nic(m, pool)
 }
 
 const CLAIM: &str =
