@@ -118,6 +118,9 @@ where
     if matches!(&result, Err(Error::VSphere(e)) if e.unresponsive()) {
         vsphere.session_unresponsive(&session);
     }
+    // The spec as asked (its pool NICs, not their bound addresses): the next
+    // binding's live claims are read from it.
+    machine.spec = world.machines[i].spec.clone();
     world.machines[i] = machine;
     result
 }
