@@ -7,9 +7,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::api::{reasons, Provider, VMClass, VMImage, VSphereMachine, VirtualMachine};
+use crate::api::{
+    reasons, IPAddress, IPAddressClaim, IPPool, Provider, VMClass, VMImage, VSphereMachine,
+    VirtualMachine, GROUP,
+};
 
-/// Every CRD with the file name it lives under in `deploy/crds/`.
+/// Every CRD with the file name it lives under in `deploy/crds/`: banlieue's
+/// own, then under `ipam/` the part of Cluster API's IPAM contract banlieue
+/// uses, for clusters without Cluster API.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("providers.yaml", Provider::crd()),
@@ -17,6 +22,9 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("vmimages.yaml", VMImage::crd()),
         ("virtualmachines.yaml", VirtualMachine::crd()),
         ("vspheremachines.yaml", VSphereMachine::crd()),
+        ("ippools.yaml", IPPool::crd()),
+        ("ipam/ipaddressclaims.yaml", IPAddressClaim::crd()),
+        ("ipam/ipaddresses.yaml", IPAddress::crd()),
     ]
 }
 
@@ -39,6 +47,10 @@ pub fn write(dir: &Path) -> Result<(), crate::Error> {
     std::fs::create_dir_all(dir).map_err(|e| crate::Error::Io(dir.display().to_string(), e))?;
     for (file, contents) in render()? {
         let path = dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| crate::Error::Io(parent.display().to_string(), e))?;
+        }
         std::fs::write(&path, contents)
             .map_err(|e| crate::Error::Io(path.display().to_string(), e))?;
     }
@@ -64,6 +76,9 @@ pub fn reference() -> String {
     );
     for (file, crd) in all() {
         let spec = &crd.spec;
+        if spec.group != GROUP {
+            continue;
+        }
         let Some(version) = spec.versions.first() else {
             continue;
         };
@@ -110,6 +125,17 @@ pub fn reference() -> String {
             }
         }
     }
+    let contract: Vec<String> = all()
+        .into_iter()
+        .filter(|(_, crd)| crd.spec.group != GROUP)
+        .map(|(file, crd)| format!("`{}` (`deploy/crds/{file}`)", crd.spec.names.kind))
+        .collect();
+    out.push_str(&format!(
+        "\n## Cluster API IPAM\n\nA NIC's `ipam.pool` is bound through Cluster API's IPAM contract \
+         (`ipam.cluster.x-k8s.io/v1beta1`): {}. These are Cluster API's kinds, shipped for clusters \
+         without Cluster API; banlieue's built-in pool is the `IPPool` above.\n",
+        contract.join(", ")
+    ));
     out
 }
 

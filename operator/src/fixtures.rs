@@ -158,6 +158,25 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
     m
 }
 
+/// `m` with a NIC `eth0` asking for the built-in pool `pool`.
+pub(crate) fn with_pool_nic(mut m: VSphereMachine, pool: &str) -> VSphereMachine {
+    m.spec
+        .network_interfaces
+        .push(crate::api::MachineNetworkInterface {
+            name: "eth0".into(),
+            network_class: "prod".into(),
+            port_group: "DC0_DVPG0".into(),
+            ipam: crate::api::Ipam {
+                static_: None,
+                pool: Some(crate::api::IpPool {
+                    name: pool.into(),
+                    ..Default::default()
+                }),
+            },
+        });
+    m
+}
+
 pub(crate) async fn body_json(request: Request<Body>) -> Value {
     let bytes = request
         .into_body()
@@ -651,6 +670,29 @@ pub(crate) mod provider {
                 };
                 let response = if path.contains("/events") {
                     body.clone()
+                } else if path.contains("/ipaddressclaims") {
+                    // A machine's IP pool claims: created, deleted; a claim on
+                    // the pool `instant` is bound at once (its IPAddress below).
+                    if method == "DELETE" {
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+                    } else {
+                        let mut claim = body.clone();
+                        if claim["spec"]["poolRef"]["name"] == "instant" {
+                            claim["status"] =
+                                json!({"addressRef": {"name": claim["metadata"]["name"]}});
+                        }
+                        claim
+                    }
+                } else if path.contains("/ipaddresses/") {
+                    json!({"apiVersion": "ipam.cluster.x-k8s.io/v1beta1", "kind": "IPAddress",
+                           "metadata": {"name": path.rsplit('/').next().unwrap_or_default()},
+                           "spec": {"claimRef": {"name": "c"},
+                                    "poolRef": {"apiGroup": "banlieue.io", "kind": "IPPool", "name": "instant"},
+                                    "address": "10.0.0.77", "prefix": 24, "gateway": "10.0.0.1"}})
+                } else if path.contains("/ippools/") {
+                    json!({"apiVersion": "banlieue.io/v1alpha1", "kind": "IPPool",
+                           "metadata": {"name": "instant"},
+                           "spec": {"addresses": ["10.0.0.0/24"], "prefix": 24, "nameservers": ["10.0.0.53"]}})
                 } else {
                     if let Some(status) = body.get("status") {
                         current["status"] = status.clone();
@@ -952,5 +994,54 @@ pub(crate) mod stalling {
             }
         }
         let _ = to.shutdown().await;
+    }
+}
+
+/// A mocked API server answering a test's requests one by one, in order.
+pub(crate) mod scripted {
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{json, Value};
+
+    use super::body_json;
+
+    pub(crate) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    pub(crate) fn failure(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": reason,
+               "reason": reason, "code": code})
+    }
+
+    /// Answers the next request, which must be `method path`, with `code` and
+    /// what `reply` makes of its body (null for a GET); returns the body.
+    pub(crate) async fn answer(
+        handle: &mut Handle,
+        method: &str,
+        path: &str,
+        code: u16,
+        reply: impl FnOnce(&Value) -> Value,
+    ) -> Value {
+        let (request, send) = handle.next_request().await.expect("a request");
+        assert_eq!(request.method().as_str(), method, "{}", request.uri());
+        assert_eq!(request.uri().path(), path);
+        let body = if method == "GET" {
+            Value::Null
+        } else {
+            body_json(request).await
+        };
+        let response = serde_json::to_vec(&reply(&body)).unwrap();
+        send.send_response(
+            Response::builder()
+                .status(code)
+                .body(Body::from(response))
+                .unwrap(),
+        );
+        body
+    }
+
+    pub(crate) async fn nothing_more(mut handle: Handle) {
+        if let Some((request, _)) = handle.next_request().await {
+            panic!("unexpected request {} {}", request.method(), request.uri());
+        }
     }
 }

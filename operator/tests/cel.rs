@@ -100,15 +100,17 @@ fn class_and_image_refs_cannot_change() {
     );
 }
 
+/// A class with one interface whose `ipam` is `ipam`.
+fn class(ipam: Value) -> Value {
+    json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VMClass", "metadata": {"name": "c"},
+        "spec": {"hardware": {"cpus": 1, "memoryMiB": 512},
+                 "network": {"interfaces": [{"name": "eth0", "networkClass": "prod", "ipam": ipam}]}}
+    })
+}
+
 #[test]
 fn ipam_is_static_or_pool_or_dhcp() {
-    let class = |ipam: Value| {
-        json!({
-            "apiVersion": "banlieue.io/v1alpha1", "kind": "VMClass", "metadata": {"name": "c"},
-            "spec": {"hardware": {"cpus": 1, "memoryMiB": 512},
-                     "network": {"interfaces": [{"name": "eth0", "networkClass": "prod", "ipam": ipam}]}}
-        })
-    };
     assert!(violations("VMClass", &class(json!({})), None).is_empty());
     assert!(violations(
         "VMClass",
@@ -125,6 +127,31 @@ fn ipam_is_static_or_pool_or_dhcp() {
         v.len() == 1 && v[0].contains("set at most one of static or pool"),
         "{v:?}"
     );
+}
+
+#[test]
+fn a_pool_reference_gives_group_and_kind_together() {
+    let class = |pool: Value| class(json!({ "pool": pool }));
+    for fine in [
+        json!({"name": "p"}),
+        json!({"name": "p", "apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool"}),
+    ] {
+        assert_eq!(
+            violations("VMClass", &class(fine.clone()), None),
+            Vec::<String>::new(),
+            "{fine}"
+        );
+    }
+    for half in [
+        json!({"name": "p", "kind": "InClusterIPPool"}),
+        json!({"name": "p", "apiGroup": "ipam.cluster.x-k8s.io"}),
+    ] {
+        let v = violations("VMClass", &class(half.clone()), None);
+        assert!(
+            v.len() == 1 && v[0].contains("set both apiGroup and kind, or neither"),
+            "{half}: {v:?}"
+        );
+    }
 }
 
 #[test]

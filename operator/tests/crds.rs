@@ -13,10 +13,18 @@ fn crd_dir() -> PathBuf {
 #[test]
 fn committed_crds_match_the_generator() {
     let rendered = crdgen::render().expect("render");
-    let mut on_disk: Vec<String> = std::fs::read_dir(crd_dir())
-        .expect("deploy/crds exists")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .collect();
+    let mut on_disk = Vec::new();
+    let mut dirs = vec![crd_dir()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("deploy/crds exists") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(file) = path.strip_prefix(crd_dir()) {
+                on_disk.push(file.display().to_string());
+            }
+        }
+    }
     on_disk.sort();
     let mut expected: Vec<String> = rendered.iter().map(|(f, _)| f.to_string()).collect();
     expected.sort();
@@ -182,12 +190,20 @@ fn names_scopes_columns_and_status_subresources() {
         ("VMImage", "Cluster"),
         ("VirtualMachine", "Namespaced"),
         ("VSphereMachine", "Namespaced"),
+        ("IPPool", "Namespaced"),
     ] {
         assert_eq!(by_kind(kind).spec.scope, scope, "{kind}");
         assert_eq!(by_kind(kind).spec.group, "banlieue.io");
         assert_eq!(by_kind(kind).spec.versions[0].name, "v1alpha1");
     }
-    for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
+    for kind in [
+        "Provider",
+        "VMImage",
+        "VirtualMachine",
+        "VSphereMachine",
+        "IPPool",
+        "IPAddressClaim",
+    ] {
         assert!(
             by_kind(kind).spec.versions[0]
                 .subresources
@@ -247,7 +263,13 @@ fn the_api_reference_lists_every_condition_reason_of_each_kind() {
         }
     }
     // Every reason the code sets, the others included, under its kind, with a meaning.
-    for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
+    for kind in [
+        "Provider",
+        "VMImage",
+        "VirtualMachine",
+        "VSphereMachine",
+        "IPPool",
+    ] {
         let section = section(&text, kind);
         assert!(section.contains("\n### Condition reasons\n"), "{kind}");
         let (_, table) = banlieue::api::reasons::of_kind(kind).expect("reasons");
@@ -274,5 +296,47 @@ fn the_api_reference_lists_every_condition_reason_of_each_kind() {
     assert!(
         !text.contains("CABundleInvalid"),
         "a CA bundle problem is the guide's ConnectFailed"
+    );
+}
+
+/// The IPAM kinds are Cluster API's, by name, group, version and scope, so
+/// the shipped CRDs and Cluster API's own are the same resources; the API
+/// reference documents banlieue's kinds and only names these.
+#[test]
+fn the_ipam_contract_kinds_are_cluster_apis() {
+    let crds = crdgen::all();
+    for (file, kind, plural) in [
+        (
+            "ipam/ipaddressclaims.yaml",
+            "IPAddressClaim",
+            "ipaddressclaims",
+        ),
+        ("ipam/ipaddresses.yaml", "IPAddress", "ipaddresses"),
+    ] {
+        let (_, crd) = crds.iter().find(|(f, _)| *f == file).expect(file);
+        assert_eq!(crd.spec.names.kind, kind);
+        assert_eq!(crd.spec.names.plural, plural);
+        assert_eq!(crd.spec.group, "ipam.cluster.x-k8s.io");
+        assert_eq!(crd.spec.versions[0].name, "v1beta1");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        let text = crdgen::reference();
+        assert!(!text.contains(&format!("\n## {kind}\n")), "{kind}");
+        assert!(
+            text.contains(&format!("`{kind}` (`deploy/crds/{file}`)")),
+            "{kind}"
+        );
+    }
+    let schema = |kind: &str| schema(kind)["schema"]["openAPIV3Schema"].clone();
+    assert_eq!(
+        schema("IPAddressClaim")["properties"]["spec"]["required"],
+        json!(["poolRef"])
+    );
+    assert_eq!(
+        schema("IPAddress")["properties"]["spec"]["required"],
+        json!(["address", "claimRef", "poolRef", "prefix"])
+    );
+    assert_eq!(
+        schema("IPPool")["properties"]["spec"]["properties"]["addresses"]["minItems"],
+        json!(1)
     );
 }

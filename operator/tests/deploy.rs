@@ -77,11 +77,39 @@ fn provider_reads_secrets_only_in_its_namespace_and_patches_providers_for_the_fi
         .clone();
     assert_eq!(role["metadata"]["namespace"], "banlieue-system");
     let rules = role["rules"].as_array().cloned().unwrap_or_default();
-    assert_eq!(rules.len(), 1, "{rules:?}");
-    assert_eq!(strings(&rules[0]["resources"]), ["secrets", "configmaps"]);
+    let core: Vec<&Value> = rules
+        .iter()
+        .filter(|r| strings(&r["apiGroups"]).iter().any(String::is_empty))
+        .collect();
+    assert_eq!(core.len(), 1, "{rules:?}");
+    assert_eq!(strings(&core[0]["resources"]), ["secrets", "configmaps"]);
     // Read by name only: a list or watch would cache every Secret of the
     // namespace in the provider pod.
-    assert_eq!(strings(&rules[0]["verbs"]), ["get"]);
+    assert_eq!(strings(&core[0]["verbs"]), ["get"]);
+    // IP pools, in the namespace only: the allocator writes the pools'
+    // status (never their spec), binds claims, creates their addresses.
+    let verbs = |group: &str, resource: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| {
+                strings(&r["apiGroups"]) == [group]
+                    && strings(&r["resources"]).iter().any(|x| x == resource)
+            })
+            .flat_map(|r| strings(&r["verbs"]))
+            .collect()
+    };
+    assert_eq!(verbs("banlieue.io", "ippools"), ["get", "list", "watch"]);
+    assert_eq!(verbs("banlieue.io", "ippools/status"), ["get", "update"]);
+    for resource in ["ipaddressclaims", "ipaddresses"] {
+        assert_eq!(
+            verbs("ipam.cluster.x-k8s.io", resource),
+            ["get", "list", "watch", "create", "delete"],
+            "{resource}"
+        );
+    }
+    assert!(
+        verbs("ipam.cluster.x-k8s.io", "ipaddressclaims/status").contains(&"update".to_string())
+    );
 
     let cluster = of_kind(&docs, "ClusterRole")
         .into_iter()

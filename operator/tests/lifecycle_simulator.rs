@@ -181,6 +181,20 @@ fn extra_config(vm: &mo::VirtualMachine) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The cloud-init metadata of a VM's guestinfo (decoded JSON).
+fn metadata(extra: &BTreeMap<String, String>) -> serde_json::Value {
+    serde_json::from_str(
+        &guestinfo::decode(
+            extra
+                .get("guestinfo.metadata")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default(),
+    )
+    .expect("metadata JSON")
+}
+
 /// The guest reports an address once its VM is on (the simulator's
 /// `SET.guest.ipAddress` extraConfig stands in for VMware tools).
 async fn guest_reports_ip(client: Client, uuid: String, ip: &'static str) {
@@ -379,16 +393,7 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
     )
     .unwrap_or_default();
     assert!(user.contains("packages: [nginx]"), "{user}");
-    let meta: serde_json::Value = serde_json::from_str(
-        &guestinfo::decode(
-            extra
-                .get("guestinfo.metadata")
-                .map(String::as_str)
-                .unwrap_or_default(),
-        )
-        .unwrap_or_default(),
-    )
-    .expect("metadata JSON");
+    let meta = metadata(&extra);
     assert_eq!(meta["instance-id"], uuid.as_str());
     assert_eq!(
         meta["network"]["ethernets"]["eth0"]["addresses"][0],
@@ -880,5 +885,66 @@ async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_wi
         0,
         "only the stream's own WaitForUpdatesEx: {methods:?}"
     );
+    vcenter.close_all().await;
+}
+
+/// Two VirtualMachines whose class takes eth0 from one built-in IPPool:
+/// `check --apply` clones both with two distinct addresses of the pool,
+/// each in its guestinfo network config exactly as a static address.
+#[tokio::test]
+async fn two_vms_from_one_pool_get_distinct_addresses_in_guestinfo() {
+    let sim = simulator(small()).await;
+    let text = manifests(&sim, "deferred", &["p1", "p2"]).replace(
+        "ipam: { static: { address: 10.0.0.10/24, gateway: 10.0.0.1, nameservers: [10.0.0.2] } }",
+        "ipam: { pool: { name: prod } }",
+    ) + "apiVersion: banlieue.io/v1alpha1\nkind: IPPool\nmetadata: { name: prod, namespace: banlieue-system }\n\
+         spec: { addresses: [10.0.0.20-10.0.0.29], prefix: 24, gateway: 10.0.0.1, nameservers: [10.0.0.2] }\n";
+    assert!(
+        text.contains("pool: { name: prod }"),
+        "the class asks for the pool"
+    );
+    let mut world = world_of(&text);
+    let vcenter = VCenter::default();
+    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
+    check::apply(
+        &mut world,
+        &vcenter,
+        Instant::now() + Duration::from_secs(60),
+        &conditions::now(),
+    )
+    .await;
+    let client = connect(&sim).await;
+    let mut addresses = Vec::new();
+    for name in ["p1", "p2"] {
+        let (ready, reason, message) = ready_of(&world, name);
+        assert_eq!(ready, "True", "{name}: {reason}: {message}");
+        let status = machine(&world, name).status.clone().unwrap_or_default();
+        let vm_ref = vsphere_client::types::ManagedObjectReference {
+            type_: "VirtualMachine".into(),
+            value: status.mo_ref.clone().expect("moref"),
+        };
+        let vm = client
+            .properties::<mo::VirtualMachine>(&["config.extraConfig"])
+            .expect("paths")
+            .get(&vm_ref)
+            .await
+            .expect("the VM");
+        let extra = extra_config(&vm);
+        let meta = metadata(&extra);
+        let eth0 = &meta["network"]["ethernets"]["eth0"];
+        assert_eq!(eth0["dhcp4"], false, "{meta}");
+        assert_eq!(
+            eth0["routes"],
+            serde_json::json!([{"to": "default", "via": "10.0.0.1"}])
+        );
+        addresses.push(
+            eth0["addresses"][0]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+    }
+    addresses.sort();
+    assert_eq!(addresses, ["10.0.0.20/24", "10.0.0.21/24"]);
     vcenter.close_all().await;
 }

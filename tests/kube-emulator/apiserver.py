@@ -32,6 +32,10 @@ KINDS = {
     "banlieue.io/v1alpha1/vmimages": ("VMImage", False, {"status"}),
     "banlieue.io/v1alpha1/virtualmachines": ("VirtualMachine", True, {"status"}),
     "banlieue.io/v1alpha1/vspheremachines": ("VSphereMachine", True, {"status"}),
+    "banlieue.io/v1alpha1/ippools": ("IPPool", True, {"status"}),
+    # Cluster API's IPAM contract (deploy/crds/ipam/), which the provider role's allocator watches.
+    "ipam.cluster.x-k8s.io/v1beta1/ipaddressclaims": ("IPAddressClaim", True, {"status"}),
+    "ipam.cluster.x-k8s.io/v1beta1/ipaddresses": ("IPAddress", True, set()),
 }
 PLURAL = {v[0]: k for k, v in KINDS.items() if not k.startswith("events.k8s.io")}
 # Kinds whose generation counts spec changes (custom resources; core kinds keep 1).

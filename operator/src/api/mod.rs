@@ -1,4 +1,5 @@
-//! The `banlieue.io/v1alpha1` API: one module per kind, shared pieces here.
+//! The `banlieue.io/v1alpha1` API: one module per kind, shared pieces here;
+//! and the part of Cluster API's IPAM contract banlieue uses (`ipaddress`).
 //!
 //! Field names are camelCase on the wire; every optional field is `Option` or
 //! defaults, so the manifests of the user guide deserialize unchanged.
@@ -6,6 +7,8 @@
 // kube's repeated `printcolumn(...)` arguments look like duplicated attributes to clippy.
 #![allow(clippy::duplicated_attributes)]
 
+mod ipaddress;
+mod ippool;
 mod provider;
 pub mod reasons;
 pub mod validate;
@@ -14,6 +17,8 @@ mod vmclass;
 mod vmimage;
 mod vspheremachine;
 
+pub use ipaddress::*;
+pub use ippool::*;
 pub use provider::*;
 pub use virtualmachine::*;
 pub use vmclass::*;

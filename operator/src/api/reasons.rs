@@ -112,6 +112,10 @@ pub mod vspheremachine {
         POWERING_ON = "PoweringOn", "Ready=False" => "The VM is being powered on.";
         POWERING_OFF = "PoweringOff", "Ready=False" => "The guest is being shut down (a hard power-off after a minute).";
         WAITING_FOR_IP = "WaitingForIP", "Ready=False" => "The VM is on; waiting for the guest to report an IP address.";
+        WAITING_FOR_IP_ADDRESS = "WaitingForIPAddress", "Ready=False" =>
+            "A NIC's `ipam.pool` claim (Cluster API `IPAddressClaim`, in the Provider's namespace) is not bound \
+             yet, or its pool is exhausted (the message names the claim, the pool and the claim's reason); \
+             nothing is cloned until every pool NIC has its address. Retried with backoff.";
         FAILED = "Failed", "Ready=False" =>
             "A task or call failed, or the machine cannot be made as asked; the message says why.";
         DELETING = "Deleting", "Ready=False" => "The VM is being powered off and destroyed.";
@@ -126,6 +130,21 @@ pub mod vspheremachine {
 
 /// A kind's reasons as the API reference lists them, with a note on where
 /// they appear.
+/// The `Ready` condition of the `IPAddressClaim`s the built-in pool binds.
+pub mod ippool {
+    reasons! {
+        BOUND = "Bound", "Ready=True" =>
+            "The claim has an address from the pool: `status.addressRef` names its `IPAddress` (the claim's name).";
+        POOL_NOT_FOUND = "PoolNotFound", "Ready=False" =>
+            "The claim's `spec.poolRef` names an IPPool that does not exist in the claim's namespace; retried with backoff.";
+        INVALID_POOL = "InvalidPool", "Ready=False" =>
+            "The IPPool's spec does not parse or is inconsistent (the message names the field); retried when it changes.";
+        POOL_EXHAUSTED = "PoolExhausted", "Ready=False" =>
+            "Every address of the pool is allocated or excluded (the message names the pool and its size); retried \
+             with backoff, bound as soon as an address is released.";
+    }
+}
+
 pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
     match kind {
         "Provider" => Some(("The reasons of `status.conditions`.", provider::ALL)),
@@ -139,6 +158,10 @@ pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
             virtualmachine::ALL,
         )),
         "VSphereMachine" => Some(("The reasons of `status.conditions`.", vspheremachine::ALL)),
+        "IPPool" => Some((
+            "The reasons of the `Ready` condition of the Cluster API `IPAddressClaim`s the pool binds.",
+            ippool::ALL,
+        )),
         _ => None,
     }
 }

@@ -8,8 +8,8 @@ use std::fmt;
 use kube::core::Selector;
 
 use crate::api::{
-    LabelSelector, ProviderSpec, VMClassSpec, VMImageSpec, VirtualMachineSpec,
-    CA_BUNDLE_EXACTLY_ONE_MESSAGE,
+    IpPool, LabelSelector, ProviderSpec, VMClassSpec, VMImageSpec, VirtualMachineSpec,
+    CA_BUNDLE_EXACTLY_ONE_MESSAGE, POOL_GROUP_KIND_MESSAGE,
 };
 
 /// One problem, naming the field it is about.
@@ -174,6 +174,13 @@ pub fn vm_class(spec: &VMClassSpec) -> Vec<FieldError> {
                 "set at most one of static or pool (neither for DHCP)",
             ));
         }
+        if let Some(pool) = &nic.ipam.pool {
+            pool_ref(
+                pool,
+                &format!("spec.network.interfaces[{i}].ipam.pool"),
+                &mut errors,
+            );
+        }
     }
     if spec.tpm_enabled && spec.firmware == crate::api::Firmware::Bios {
         errors.push(error(
@@ -224,6 +231,33 @@ fn duplicates<'a>(names: impl Iterator<Item = &'a str>, path: &str, errors: &mut
     for name in names {
         if !seen.insert(name) {
             errors.push(error(path, format!("{name:?} is listed twice")));
+        }
+    }
+}
+
+/// A pool reference's group and kind: both or neither, a DNS subdomain and
+/// an `UpperCamelCase` name (what the schema's patterns and rule say).
+fn pool_ref(pool: &IpPool, path: &str, errors: &mut Vec<FieldError>) {
+    if pool.api_group.is_some() != pool.kind.is_some() {
+        errors.push(error(path, POOL_GROUP_KIND_MESSAGE));
+    }
+    if let Some(group) = &pool.api_group {
+        if group.len() > 253 || !group.split('.').all(is_dns1123_label) {
+            errors.push(error(
+                format!("{path}.apiGroup"),
+                format!("{group:?} is not an API group (a DNS subdomain)"),
+            ));
+        }
+    }
+    if let Some(kind) = &pool.kind {
+        let mut bytes = kind.bytes();
+        let camel = bytes.next().is_some_and(|b| b.is_ascii_uppercase())
+            && bytes.all(|b| b.is_ascii_alphanumeric());
+        if !camel || kind.len() > 63 {
+            errors.push(error(
+                format!("{path}.kind"),
+                format!("{kind:?} is not a kind (UpperCamelCase)"),
+            ));
         }
     }
 }
@@ -394,6 +428,55 @@ mod tests {
             errors.contains("spec.tpmEnabled: a virtual TPM needs firmware efi"),
             "{errors}"
         );
+    }
+
+    #[test]
+    fn a_pool_reference_names_both_group_and_kind_or_neither() {
+        let class = |pool: serde_json::Value| -> String {
+            let spec: VMClassSpec = serde_json::from_value(serde_json::json!({
+                "hardware": {"cpus": 2, "memoryMiB": 2048},
+                "network": {"interfaces": [{"name": "eth0", "networkClass": "prod",
+                    "ipam": {"pool": pool}}]},
+            }))
+            .unwrap();
+            describe(&vm_class(&spec))
+        };
+        assert_eq!(class(serde_json::json!({"name": "p"})), "");
+        assert_eq!(
+            class(
+                serde_json::json!({"name": "p", "apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool"})
+            ),
+            ""
+        );
+        assert_eq!(
+            class(serde_json::json!({"name": "p", "kind": "InClusterIPPool"})),
+            format!("spec.network.interfaces[0].ipam.pool: {POOL_GROUP_KIND_MESSAGE}")
+        );
+        assert_eq!(
+            class(serde_json::json!({"name": "p", "apiGroup": "ipam.cluster.x-k8s.io"})),
+            format!("spec.network.interfaces[0].ipam.pool: {POOL_GROUP_KIND_MESSAGE}")
+        );
+        assert_eq!(
+            class(serde_json::json!({"name": "p", "apiGroup": "IPAM..io", "kind": "ipPool"})),
+            "spec.network.interfaces[0].ipam.pool.apiGroup: \"IPAM..io\" is not an API group (a DNS subdomain); \
+             spec.network.interfaces[0].ipam.pool.kind: \"ipPool\" is not a kind (UpperCamelCase)"
+        );
+    }
+
+    #[test]
+    fn a_pool_reference_defaults_to_the_builtin_kind() {
+        let pool: IpPool = serde_json::from_value(serde_json::json!({"name": "p"})).unwrap();
+        assert_eq!(pool.group_kind(), ("banlieue.io", "IPPool"));
+        assert!(pool.is_builtin());
+        let other: IpPool = serde_json::from_value(serde_json::json!(
+            {"name": "p", "apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool"}
+        ))
+        .unwrap();
+        assert_eq!(
+            other.group_kind(),
+            ("ipam.cluster.x-k8s.io", "InClusterIPPool")
+        );
+        assert!(!other.is_builtin());
     }
 
     #[test]

@@ -111,8 +111,52 @@ pub struct StaticIp {
     pub search_domains: Vec<String>,
 }
 
+/// The API group of banlieue's built-in pool kind, a pool reference's default.
+pub const BUILTIN_POOL_GROUP: &str = "banlieue.io";
+/// The built-in pool kind, a pool reference's default.
+pub const BUILTIN_POOL_KIND: &str = "IPPool";
+/// The CEL rule of a pool reference: its group and kind go together.
+pub const POOL_GROUP_KIND_RULE: &str = "has(self.apiGroup) == has(self.kind)";
+pub const POOL_GROUP_KIND_MESSAGE: &str =
+    "pool: set both apiGroup and kind, or neither (banlieue.io IPPool)";
+
+/// A pool in the Provider's namespace that an IPAM provider hands addresses
+/// out of (Cluster API's IPAM contract): by default banlieue's built-in
+/// `IPPool`; `apiGroup` and `kind` name another provider's pool kind (e.g.
+/// `ipam.cluster.x-k8s.io` `InClusterIPPool`), both or neither.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": POOL_GROUP_KIND_RULE,
+    "message": POOL_GROUP_KIND_MESSAGE,
+}]))]
 pub struct IpPool {
     #[schemars(length(min = 1))]
     pub name: String,
+    /// The pool kind's API group (a DNS subdomain); default `banlieue.io`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub api_group: Option<String>,
+    /// The pool's kind (`UpperCamelCase`); default `IPPool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[A-Z][A-Za-z0-9]*$"))]
+    pub kind: Option<String>,
+}
+
+impl IpPool {
+    /// The pool's API group and kind, the built-in pool's when not given.
+    pub fn group_kind(&self) -> (&str, &str) {
+        (
+            self.api_group.as_deref().unwrap_or(BUILTIN_POOL_GROUP),
+            self.kind.as_deref().unwrap_or(BUILTIN_POOL_KIND),
+        )
+    }
+
+    /// Is this a pool of banlieue's built-in kind?
+    pub fn is_builtin(&self) -> bool {
+        self.group_kind() == (BUILTIN_POOL_GROUP, BUILTIN_POOL_KIND)
+    }
 }

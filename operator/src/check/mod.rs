@@ -58,6 +58,10 @@ pub struct World {
     pub machines: Vec<VSphereMachine>,
     pub secrets: Vec<Secret>,
     pub config_maps: Vec<ConfigMap>,
+    /// Built-in IP pools, and their allocations (by `namespace/pool`) as
+    /// `check --apply` binds the machines' pool NICs.
+    pub pools: Vec<crate::api::IPPool>,
+    pub allocations: std::collections::BTreeMap<String, crate::ipam::Allocations>,
     pub rejected: Vec<Rejected>,
     /// Documents of kinds the operator does not use.
     pub ignored: Vec<String>,
@@ -153,7 +157,7 @@ impl World {
         }
         let namespaced = matches!(
             kind.as_str(),
-            "Provider" | "VirtualMachine" | "VSphereMachine" | "Secret" | "ConfigMap"
+            "Provider" | "VirtualMachine" | "VSphereMachine" | "Secret" | "ConfigMap" | "IPPool"
         );
         if namespaced && doc.pointer("/metadata/namespace").is_none() {
             if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -192,6 +196,19 @@ impl World {
             (API_VERSION, "VSphereMachine") => {
                 if let Some(m) = typed::<VSphereMachine>(&doc, &mut reject, |_| Vec::new()) {
                     self.machines.push(m);
+                }
+            }
+            (API_VERSION, "IPPool") => {
+                if let Some(p) = typed::<crate::api::IPPool>(&doc, &mut reject, |p| {
+                    match crate::ipam::Pool::parse(&p.spec.pool_spec()) {
+                        Ok(_) => Vec::new(),
+                        Err(e) => vec![FieldError {
+                            path: "spec".into(),
+                            message: e.to_string(),
+                        }],
+                    }
+                }) {
+                    self.pools.push(p);
                 }
             }
             ("v1", "Secret") => match serde_json::from_value::<Secret>(doc) {

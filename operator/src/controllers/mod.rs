@@ -4,13 +4,16 @@
 //! - [`virtualmachine`]: the controller role's kind (schedule, create the
 //!   VSphereMachine, mirror status back);
 //! - [`provider`], [`vmimage`], [`vspheremachine`]: the provider role's kinds,
-//!   sharing [`context::Context`].
+//!   sharing [`context::Context`];
+//! - [`ippool`]: the built-in IP pool's allocator, binding Cluster API
+//!   `IPAddressClaim`s.
 //!
 //! And the kit every controller uses, one copy each: per-object [`Backoff`],
 //! [`publish`] of events (notes cut to [`NOTE_LIMIT`]), and [`apply_status`]
 //! (server-side apply of a status).
 
 pub mod context;
+pub mod ippool;
 pub mod provider;
 pub mod virtualmachine;
 pub mod vmimage;

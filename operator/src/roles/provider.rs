@@ -1,5 +1,6 @@
 //! `banlieue provider vsphere --namespace NS`: one `Controller` per kind the
-//! provider role reconciles (Provider, VMImage, VSphereMachine), the
+//! provider role reconciles (Provider, VMImage, VSphereMachine, and the
+//! built-in IP pool's allocator on IPAddressClaims), the
 //! triggers between them (a Provider change, a VM changed in vCenter), and the sweeper that logs out of deleted Providers'
 //! sessions. Wiring only: the decisions are in [`crate::controllers`].
 
@@ -16,9 +17,15 @@ use kube::{Client, ResourceExt};
 use tracing::info;
 
 use super::log_loop_result;
-use crate::api::{NamespacedReference, Provider, VMImage, VSphereMachine};
+use crate::api::{
+    IPAddressClaim, IPPool, NamespacedReference, Provider, VMImage, VSphereMachine,
+    BUILTIN_POOL_KIND,
+};
 use crate::caches;
 use crate::controllers::context::{Caches, Context};
+use crate::controllers::ippool::{
+    claim_error_policy, live_claims, reconcile_claim, release, Allocator,
+};
 use crate::controllers::provider::{provider_error_policy, reconcile_provider};
 use crate::controllers::vmimage::{image_error_policy, reconcile_image};
 use crate::controllers::vspheremachine::{machine_error_policy, reconcile_machine};
@@ -83,6 +90,7 @@ where
     .default_backoff()
     .touched_objects();
 
+    let client_for_allocator = client.clone();
     let ctx = Arc::new(Context::new(
         client,
         namespace,
@@ -179,9 +187,73 @@ where
         .shutdown_on_signal()
         .run(reconcile_machine, machine_error_policy, ctx.clone())
         .for_each(|result| async move { log_loop_result("VSphereMachine", result) });
-    futures::join!(provider_controller, image_controller, machine_controller);
+    let allocator = allocator(client_for_allocator, namespace, resync);
+    futures::join!(
+        provider_controller,
+        image_controller,
+        machine_controller,
+        allocator
+    );
     sweeper.abort();
     info!("stopping: logging out of vCenter");
     vsphere.retain_sessions(&BTreeSet::new()).await;
     Ok(())
+}
+
+/// The built-in IP pool's allocator: binds the namespace's claims on
+/// `banlieue.io` `IPPool` (a pool change looks at its claims again), and at
+/// each resync releases the allocations of claims that are gone. Without
+/// the Cluster API IPAM CRDs (`deploy/crds/ipam/`) its watch fails and is
+/// retried with backoff (logged); the other controllers are not affected.
+async fn allocator(client: Client, namespace: &str, resync: Duration) {
+    let config = watcher::Config::default().any_semantic();
+    let claims_api = Api::<IPAddressClaim>::namespaced(client.clone(), namespace);
+    let pools_api = Api::<IPPool>::namespaced(client.clone(), namespace);
+    let controller = Controller::new(claims_api, config.clone());
+    let claims = controller.store();
+    let (pools, pool_writer) = reflector::store::<IPPool>();
+    let pool_stream = reflector::reflector(pool_writer, watcher(pools_api, config))
+        .default_backoff()
+        .touched_objects();
+    let by_pool = claims.clone();
+    let ctx = Arc::new(Allocator {
+        client: client.clone(),
+        claims: claims.clone(),
+        backoff: Default::default(),
+    });
+    let sweeper = {
+        let (pools, claims, namespace) = (pools.clone(), claims.clone(), namespace.to_string());
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(resync);
+            loop {
+                ticker.tick().await;
+                if !(caches::is_synced(&pools) && caches::is_synced(&claims)) {
+                    continue;
+                }
+                let live = live_claims(&claims, &namespace);
+                for pool in pools.state() {
+                    if let Err(error) = release(&client, &pool, &live).await {
+                        tracing::warn!(pool = %pool.name_any(), %error, "releasing allocations failed");
+                    }
+                }
+            }
+        })
+    };
+    controller
+        .watches_stream(pool_stream, move |pool: IPPool| {
+            by_pool
+                .state()
+                .iter()
+                .filter(|c| {
+                    c.spec.pool_ref.name == pool.name_any()
+                        && c.spec.pool_ref.kind == BUILTIN_POOL_KIND
+                })
+                .map(|c| ObjectRef::from(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .shutdown_on_signal()
+        .run(reconcile_claim, claim_error_policy, ctx)
+        .for_each(|result| async move { log_loop_result("IPAddressClaim", result) })
+        .await;
+    sweeper.abort();
 }

@@ -38,6 +38,8 @@ struct State {
     /// Answers `find_vm(_, false)` with a VM it has like an update stream
     /// would (counted as `cached_find`), and asks "vCenter" (`find`) otherwise.
     stream_cache: bool,
+    /// Every clone request accepted, in order.
+    clone_requests: Vec<CloneRequest>,
 }
 
 /// The mock (cheap to clone; clones share the state).
@@ -82,6 +84,11 @@ impl MockMachines {
     /// Every VM, by reference.
     pub fn vms(&self) -> Vec<VmFacts> {
         self.with(|s| s.vms.values().cloned().collect())
+    }
+
+    /// The clone requests accepted, in order.
+    pub fn clone_requests(&self) -> Vec<CloneRequest> {
+        self.with(|s| s.clone_requests.clone())
     }
 
     /// Calls made, per operation.
@@ -302,6 +309,7 @@ impl Machines for MockMachines {
                 format!("{} exists", request.name),
             ));
         }
+        self.with(|s| s.clone_requests.push(request.clone()));
         Ok(self.start(Pending::Clone(request.clone())))
     }
 

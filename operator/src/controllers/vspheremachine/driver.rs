@@ -435,6 +435,37 @@ pub async fn report_error<H: Hooks>(machine: &mut VSphereMachine, hooks: &mut H,
     }
 }
 
+/// The machine waits for something outside vCenter (an IP pool's address):
+/// `Ready=False` with `reason` and `message`, persisted when it changed, an
+/// event on the transition.
+pub async fn report_waiting<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    reason: &str,
+    message: String,
+) -> Result<(), Error> {
+    let before = machine.status.clone();
+    let status = machine.status.get_or_insert_with(Default::default);
+    let transitioned = crate::conditions::set(
+        &mut status.conditions,
+        crate::conditions::Observed::new(
+            crate::conditions::READY,
+            crate::conditions::Status::False,
+            reason,
+            message.clone(),
+        ),
+        machine.metadata.generation,
+        &crate::conditions::now(),
+    );
+    if machine.status != before {
+        hooks.persist(machine).await?;
+    }
+    if transitioned {
+        hooks.event(machine, reason, &message).await;
+    }
+    Ok(())
+}
+
 async fn fail<H: Hooks>(
     machine: &mut VSphereMachine,
     hooks: &mut H,

@@ -10,6 +10,7 @@
 //!   [`driver::Hooks`];
 //! - [`request`]: the clone a machine asks for; [`identity`]: its VM's name,
 //!   instance UUID and MACs; [`guestinfo`]: its cloud-init data;
+//!   [`ipclaims`]: its IP pool NICs as Cluster API claims, bound before the clone;
 //! - `check --apply` runs the same driver with in-memory hooks.
 //!
 //! A VM is known by its instance UUID ([`identity::instance_uuid`]), set at
@@ -20,6 +21,7 @@
 pub mod driver;
 pub mod guestinfo;
 pub mod identity;
+pub mod ipclaims;
 pub mod request;
 pub mod step;
 
@@ -177,6 +179,27 @@ where
         driver::report_error(&mut machine, &mut hooks, &error).await;
         return Err(error);
     };
+    // IP pool NICs: their claims first, bound before anything is cloned; the
+    // clone then asks for the bound addresses as static ones.
+    if !deleting && ipclaims::has_pool_nics(&machine) {
+        match ipclaims::ensure_bound(&ctx.client, &machine, &provider_ref.namespace).await? {
+            ipclaims::Binding::Waiting(why) => {
+                driver::report_waiting(
+                    &mut machine,
+                    &mut hooks,
+                    crate::api::reasons::vspheremachine::WAITING_FOR_IP_ADDRESS,
+                    why,
+                )
+                .await?;
+                return Ok(Action::requeue(ctx.failed(key)));
+            }
+            ipclaims::Binding::Bound(bound) => {
+                if let Some(bound) = ipclaims::bound_machine(&machine, &bound) {
+                    machine = bound;
+                }
+            }
+        }
+    }
     // The Provider's Secrets and the machine's cloud-config Secrets, read by
     // name now: a rotated one is used by this reconcile.
     let (mut secrets, config_maps) = readiness::referenced(&provider);
@@ -238,7 +261,11 @@ where
     if deleting {
         // Anything but a confirmed absence keeps the finalizer (an error here does).
         return match outcome {
-            Outcome::Released => Ok(Action::await_change()),
+            // The VM is gone: its addresses go back to their pools.
+            Outcome::Released => {
+                ipclaims::delete_claims(&ctx.client, &machine, &provider_ref.namespace).await?;
+                Ok(Action::await_change())
+            }
             other => Err(Error::NotGone(format!("{other:?}"))),
         };
     }

@@ -337,9 +337,11 @@ fn decide(
     }
 }
 
-/// Why the machine cannot be made as asked, before anything is cloned: an IP
-/// pool has no allocator in this provider yet, and a NIC silently on DHCP
-/// would be a machine other than the one asked for.
+/// Why the machine cannot be made as asked, before anything is cloned: a
+/// NIC still on an IP pool has no bound address (the provider role binds
+/// pool NICs before the driver runs and hands it static addresses; `check`
+/// binds only the manifests' built-in pools with a free address), and a NIC
+/// silently on DHCP would be a machine other than the one asked for.
 fn unsupported(machine: &VSphereMachine) -> Option<String> {
     let nic = machine
         .spec
@@ -353,7 +355,7 @@ fn unsupported(machine: &VSphereMachine) -> Option<String> {
         .map(|p| p.name.as_str())
         .unwrap_or_default();
     Some(format!(
-        "interface {} asks for IP pool {pool:?}: IP pools are not supported by the vSphere provider yet; use ipam.static or DHCP (ipam: {{}})",
+        "interface {} asks for IP pool {pool:?} but has no address from it: check binds only a banlieue.io IPPool of the manifests with a free address (in a cluster the provider role binds any pool kind's claims); use ipam.static or DHCP (ipam: {{}}) otherwise",
         nic.name
     ))
 }
@@ -429,19 +431,7 @@ mod tests {
 
     #[test]
     fn an_ip_pool_fails_clearly_instead_of_cloning_on_dhcp() {
-        use crate::api::{IpPool, Ipam, MachineNetworkInterface};
-        let mut m = machine("web");
-        m.spec.network_interfaces.push(MachineNetworkInterface {
-            name: "eth0".into(),
-            network_class: "prod".into(),
-            port_group: "DC0_DVPG0".into(),
-            ipam: Ipam {
-                static_: None,
-                pool: Some(IpPool {
-                    name: "prod-pool".into(),
-                }),
-            },
-        });
+        let m = crate::fixtures::with_pool_nic(machine("web"), "prod-pool");
         let s = run(&m, Observation::default(), false);
         assert_eq!(s.action, Action::Idle, "nothing is cloned");
         assert_eq!(s.ready.reason, reason::FAILED);

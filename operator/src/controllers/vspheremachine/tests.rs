@@ -27,6 +27,17 @@ fn vsphere() -> MockVSphere {
     })
 }
 
+/// A vCenter whose VM store the test looks into.
+fn vsphere_with_machines() -> (MockVSphere, crate::vsphere::mock::MockMachines) {
+    let machines = crate::vsphere::mock::MockMachines::new();
+    let vsphere = MockVSphere::new(Script {
+        password: Some("REPLACE-ME".into()),
+        machines: machines.clone(),
+        ..Default::default()
+    });
+    (vsphere, machines)
+}
+
 fn world() -> World {
     World {
         providers: vec![fixtures::provider(
@@ -155,12 +166,7 @@ impl Hooks for Quiet {
 
 #[tokio::test]
 async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
-    let machines = crate::vsphere::mock::MockMachines::new();
-    let vsphere = MockVSphere::new(Script {
-        password: Some("REPLACE-ME".into()),
-        machines: machines.clone(),
-        ..Default::default()
-    });
+    let (vsphere, machines) = vsphere_with_machines();
     let mut m = with_finalizer(machine("web"));
     driver::reconcile(
         &mut m,
@@ -199,12 +205,7 @@ async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
 
 #[tokio::test]
 async fn an_unresponsive_vcenter_is_the_machines_condition_and_its_session_is_dropped() {
-    let machines = crate::vsphere::mock::MockMachines::new();
-    let vsphere = MockVSphere::new(Script {
-        password: Some("REPLACE-ME".into()),
-        machines: machines.clone(),
-        ..Default::default()
-    });
+    let (vsphere, machines) = vsphere_with_machines();
     machines.fail_next(
         "find",
         vsphere::Error::new(
@@ -282,4 +283,105 @@ async fn a_machine_whose_provider_is_gone_says_so_and_how_to_let_go() {
     );
     assert_eq!(event_reasons(&seen), ["ProviderNotFound"]);
     assert!(vsphere.connects().is_empty());
+}
+
+fn with_pool_nic(m: VSphereMachine) -> VSphereMachine {
+    on_pool(m, "prod")
+}
+
+fn on_pool(m: VSphereMachine, pool: &str) -> VSphereMachine {
+    fixtures::with_pool_nic(m, pool)
+}
+
+const CLAIM: &str =
+    "/apis/ipam.cluster.x-k8s.io/v1beta1/namespaces/banlieue-system/ipaddressclaims";
+
+/// A NIC on an IP pool: its claim is made first, and while it is not bound
+/// the machine waits (WaitingForIPAddress, backoff) and nothing is cloned.
+#[tokio::test]
+async fn a_pool_nic_is_claimed_and_nothing_is_cloned_until_the_claim_is_bound() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let (result, seen) = reconcile(with_pool_nic(with_finalizer(machine("web"))), &vsphere).await;
+    assert_eq!(
+        result.expect("reconcile"),
+        Action::requeue(std::time::Duration::from_secs(5)),
+        "retried with backoff"
+    );
+    let claims: Vec<&Value> = seen
+        .iter()
+        .filter(|(m, p, _, _)| m == "POST" && p == CLAIM)
+        .map(|(_, _, _, b)| b)
+        .collect();
+    assert_eq!(claims.len(), 1, "{seen:?}");
+    assert_eq!(claims[0]["metadata"]["name"], "ns.web.eth0");
+    assert_eq!(
+        claims[0]["spec"]["poolRef"],
+        json!({"apiGroup": "banlieue.io", "kind": "IPPool", "name": "prod"})
+    );
+    let patches = status_patches(&seen);
+    let ready = &patches.last().expect("a status patch")["conditions"][0];
+    assert_eq!(ready["reason"], "WaitingForIPAddress");
+    assert!(
+        ready["message"].as_str().unwrap_or_default().contains(
+            "interface eth0: claim banlieue-system/ns.web.eth0 on IPPool prod: not bound yet"
+        ),
+        "{ready}"
+    );
+    assert_eq!(machines.calls("clone"), 0, "nothing cloned");
+    assert!(machines.vms().is_empty());
+}
+
+/// Deleting a machine whose VM is gone deletes its claims (the addresses go
+/// back to the pool) before the finalizer is released.
+#[tokio::test]
+async fn a_deleted_machine_releases_its_claims_once_the_vm_is_gone() {
+    let vsphere = vsphere();
+    let mut m = with_pool_nic(with_finalizer(machine("web")));
+    m.metadata.deletion_timestamp = Some(crate::conditions::now());
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    let deleted = seen
+        .iter()
+        .position(|(m, p, _, _)| m == "DELETE" && p == &format!("{CLAIM}/ns.web.eth0"))
+        .unwrap_or_else(|| panic!("the claim is deleted: {seen:?}"));
+    let released = seen
+        .iter()
+        .position(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch"))
+        .expect("the finalizer is removed");
+    assert!(deleted < released, "the claim first: {seen:?}");
+}
+
+/// A bound claim: the clone asks for its address exactly as a static one
+/// (guestinfo network config: address/prefix, gateway, the pool's DNS).
+#[tokio::test]
+async fn a_bound_claims_address_is_cloned_into_guestinfo_as_a_static_one() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let m = on_pool(with_finalizer(machine("web")), "instant");
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    let requests = machines.clone_requests();
+    assert_eq!(requests.len(), 1, "{seen:?}");
+    let network = requests[0]
+        .shape
+        .extra_config
+        .iter()
+        .find(|(k, _)| k == "guestinfo.metadata")
+        .and_then(|(_, v)| super::guestinfo::decode(v))
+        .and_then(|meta| serde_json::from_str::<Value>(&meta).ok())
+        .map(|meta| meta["network"].clone())
+        .expect("metadata with a network config");
+    let network = match network {
+        Value::String(encoded) => super::guestinfo::decode(&encoded)
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .unwrap_or(Value::Null),
+        other => other,
+    };
+    let eth0 = &network["ethernets"]["eth0"];
+    assert_eq!(eth0["addresses"], json!(["10.0.0.77/24"]), "{network}");
+    assert_eq!(eth0["dhcp4"], false);
+    assert_eq!(
+        eth0["routes"],
+        json!([{"to": "default", "via": "10.0.0.1"}])
+    );
+    assert_eq!(eth0["nameservers"]["addresses"], json!(["10.0.0.53"]));
 }
