@@ -19,7 +19,9 @@ use crate::types::{
     WaitOptions,
 };
 use crate::view::ContainerView;
-use crate::xml::{Decode, DecodeError, Fields, Request, Value, XmlReader, XmlWriter};
+use crate::xml::{
+    Decode, DecodeError, Fields, Request, RetrievedPaths, Value, XmlReader, XmlWriter,
+};
 use crate::Client;
 
 use super::decode::{
@@ -162,6 +164,8 @@ pub(crate) struct Watch<T> {
     pub filter: ManagedObjectReference,
     pub version: String,
     objects: HashMap<ManagedObjectReference, ObjectState<T>>,
+    /// The last object's retrieved paths, which the next ones most often share.
+    last_retrieved: RetrievedPaths,
 }
 
 struct ObjectState<T> {
@@ -189,6 +193,7 @@ impl<T: ManagedObject> Watch<T> {
             filter,
             version: String::new(),
             objects: HashMap::new(),
+            last_retrieved: RetrievedPaths::default(),
         })
     }
 
@@ -237,6 +242,29 @@ impl<T: ManagedObject> Watch<T> {
                 nested: Vec::new(),
             });
         let mut dirty: Vec<String> = Vec::new();
+        // What the object holds after the update: assigned paths in, unset
+        // ones out (a path the bindings do not know is neither).
+        let assigned = update
+            .changes
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.value,
+                    Some(PropertyValue::TopLevel(_) | PropertyValue::Nested(_))
+                )
+            })
+            .map(|c| c.path.as_str());
+        let removed = update
+            .changes
+            .iter()
+            .filter(|c| c.value.is_none())
+            .map(|c| c.path.as_str());
+        let retrieved = state
+            .object
+            .retrieved()
+            .updated(assigned, removed, &self.last_retrieved);
+        self.last_retrieved = retrieved.clone();
+        *state.object.retrieved_mut() = retrieved;
         let mut changed = Vec::with_capacity(update.changes.len());
         for change in update.changes {
             let top = change
@@ -248,24 +276,20 @@ impl<T: ManagedObject> Watch<T> {
             match change.value {
                 Some(PropertyValue::TopLevel(value)) => {
                     set_top_level(&mut state.object, &change.path, value)?;
-                    state.object.retrieved_mut().insert(&change.path);
                 }
                 Some(PropertyValue::Nested(value)) => {
                     state.nested.retain(|(p, _)| p != &change.path);
                     state.nested.push((change.path.clone(), value));
-                    state.object.retrieved_mut().insert(&change.path);
                     dirty.push(top);
                 }
                 Some(PropertyValue::Unknown) => {}
                 None if change.path.contains('.') => {
                     // Removed (or assigned nothing): the path is unset now.
                     state.nested.retain(|(p, _)| p != &change.path);
-                    state.object.retrieved_mut().remove(&change.path);
                     dirty.push(top);
                 }
                 None => {
                     set_top_level(&mut state.object, &change.path, Value::Nil)?;
-                    state.object.retrieved_mut().remove(&change.path);
                 }
             }
             changed.push(change.path);

@@ -489,7 +489,7 @@ impl RetrievedPaths {
     }
 
     /// The paths, sorted.
-    pub fn iter(&self) -> impl Iterator<Item = &str> {
+    pub fn iter(&self) -> impl Iterator<Item = &str> + Clone {
         self.0.iter().flat_map(|paths| paths.iter().map(|p| &**p))
     }
 
@@ -498,32 +498,42 @@ impl RetrievedPaths {
         self.0.as_ref().is_none_or(|paths| paths.is_empty())
     }
 
-    /// The set of `paths`, sharing `like`'s list when they are the same.
-    pub(crate) fn of<'p>(paths: impl Iterator<Item = &'p str>, like: &RetrievedPaths) -> Self {
+    /// The set of `paths` (in any order, repeats allowed), sharing `like`'s
+    /// list when they are the same: the objects of a page mostly are, and
+    /// then nothing is allocated.
+    pub(crate) fn of<'p>(
+        paths: impl Iterator<Item = &'p str> + Clone,
+        like: &RetrievedPaths,
+    ) -> Self {
+        let same = paths.clone().all(|p| like.iter().any(|l| l == p))
+            && like.iter().all(|l| paths.clone().any(|p| p == l));
+        if same {
+            return like.clone();
+        }
         let mut paths: Vec<&str> = paths.collect();
         paths.sort_unstable();
         paths.dedup();
-        if paths.iter().copied().eq(like.iter()) {
-            return like.clone();
-        }
         RetrievedPaths::from_sorted(&paths)
     }
 
-    /// Adds `path` (a property update assigned it).
-    pub(crate) fn insert(&mut self, path: &str) {
-        let mut paths: Vec<&str> = self.iter().collect();
-        if let Err(at) = paths.binary_search(&path) {
-            paths.insert(at, path);
-            *self = RetrievedPaths::from_sorted(&paths);
+    /// This set after an update assigned `assigned` and unset `removed`,
+    /// sharing `like`'s list when it is the same (the objects of a watch
+    /// mostly are): nothing is allocated unless the set is new.
+    pub(crate) fn updated<'a>(
+        &'a self,
+        assigned: impl Iterator<Item = &'a str> + Clone,
+        removed: impl Iterator<Item = &'a str> + Clone,
+        like: &RetrievedPaths,
+    ) -> Self {
+        let unchanged = assigned.clone().all(|a| self.iter().any(|p| p == a))
+            && removed.clone().all(|r| self.iter().all(|p| p != r));
+        if unchanged {
+            return self.clone();
         }
-    }
-
-    /// Removes `path` (a property update unset it).
-    pub(crate) fn remove(&mut self, path: &str) {
-        if self.iter().any(|p| p == path) {
-            let paths: Vec<&str> = self.iter().filter(|p| *p != path).collect();
-            *self = RetrievedPaths::from_sorted(&paths);
-        }
+        let is_removed = |p: &str| removed.clone().any(|r| r == p);
+        let kept = self.iter().filter(|p| !is_removed(p));
+        let added = assigned.filter(|p| !is_removed(p));
+        RetrievedPaths::of(kept.chain(added), like)
     }
 
     fn from_sorted(paths: &[&str]) -> Self {
@@ -691,6 +701,50 @@ impl ManagedObjects {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shares(a: &RetrievedPaths, b: &RetrievedPaths) -> bool {
+        match (&a.0, &b.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn retrieved_paths_follow_updates_and_share_one_list() {
+        let none = RetrievedPaths::default();
+        let first = RetrievedPaths::of(["name", "runtime.powerState", "name"].into_iter(), &none);
+        assert_eq!(
+            first.iter().collect::<Vec<_>>(),
+            ["name", "runtime.powerState"]
+        );
+        // The next object with the same paths, in another order: the same list.
+        let second = RetrievedPaths::of(["runtime.powerState", "name"].into_iter(), &first);
+        assert!(shares(&first, &second));
+
+        // An update that assigns a path already held changes nothing.
+        let same = first.updated(["name"].into_iter(), [].into_iter(), &none);
+        assert!(shares(&first, &same));
+        // Assigning a new path and unsetting one.
+        let moved = first.updated(["guest.ipAddress"].into_iter(), ["name"].into_iter(), &none);
+        assert_eq!(
+            moved.iter().collect::<Vec<_>>(),
+            ["guest.ipAddress", "runtime.powerState"]
+        );
+        // An object entering with what the last one has shares its list.
+        let entered = none.updated(
+            ["runtime.powerState", "guest.ipAddress"].into_iter(),
+            [].into_iter(),
+            &moved,
+        );
+        assert!(shares(&moved, &entered));
+        // Unsetting everything leaves nothing.
+        let gone = moved.updated(
+            [].into_iter(),
+            ["guest.ipAddress", "runtime.powerState"].into_iter(),
+            &none,
+        );
+        assert!(gone.is_empty());
+    }
 
     /// `name` in `NAMES` as the generator encodes it.
     fn n(name: &str) -> Name {
