@@ -19,8 +19,10 @@
 //!   virtualmachine/  mod.rs (reconcile), plan.rs, schedule.rs, build.rs (pure)
 //!   provider/        mod.rs (reconcile), readiness.rs (pure core shared with check)
 //!   vmimage.rs       a VMImage's readiness per Provider
+//!   ippool.rs        the built-in IP pool's allocator: binds IPAddressClaims
 //!   vspheremachine/  mod.rs (finalizer, reconcile), step.rs (pure), driver.rs,
-//!                    request.rs, identity.rs, guestinfo.rs
+//!                    request.rs, identity.rs, guestinfo.rs, ipclaims.rs (a pool NIC's
+//!                    IPAddressClaim, bound before the clone)
 //! vsphere/           the vSphere boundary: no Kubernetes type in it
 //!   mod.rs           the traits (VSphere, Session, Machines), plain data, one Error
 //!   mock.rs          a scripted backend (tests and the `testing` feature only)
@@ -28,7 +30,8 @@
 //!                    machines.rs, facts.rs (vim25 -> facts, SDK errors), watch.rs
 //! check/             `banlieue check`: mod.rs, apply.rs, schema.rs (the CRDs' OpenAPI checks)
 //! api/               the CRDs, one file per kind (provider.rs, vmclass.rs, vmimage.rs,
-//!                    virtualmachine.rs, vspheremachine.rs), validate.rs (rules beyond
+//!                    virtualmachine.rs, vspheremachine.rs, ippool.rs; ipaddress.rs:
+//!                    Cluster API's IPAddressClaim and IPAddress), validate.rs (rules beyond
 //!                    the schema), reasons.rs (every condition reason and what it means)
 //! conditions.rs      conditions with a stable lastTransitionTime
 //! caches.rs          waiting for watch caches
