@@ -13,6 +13,12 @@ mod xml {
     pub use vsphere_client::xml::*;
 }
 
+/// The generated paths reach the runtime's path type as `crate::property`.
+#[allow(unreachable_pub)]
+mod property {
+    pub use vsphere_client::property::PropertyPath;
+}
+
 /// Stand-in for the runtime's `Vim` (the generated methods' home): encodes
 /// the request and answers from a canned body.
 pub struct Vim<'a>(&'a Client);
@@ -271,4 +277,24 @@ fn golden_any_enums_hand_out_the_declared_type_and_test_subtypes() {
     assert!(shapes.iter().all(AnyShape::is::<Shape>));
     assert!(shapes[0].is::<Circle>() && !shapes[0].is::<Square>());
     assert!(!shapes[2].is::<Circle>() && !shapes[2].is::<Square>());
+}
+
+#[test]
+fn golden_paths_spell_the_properties_through_nested_and_inherited_fields() {
+    use generated::paths;
+    // `name` is Entity's, inherited by Canvas; `drawing.main` goes through
+    // two data types.
+    assert_eq!(paths::Canvas.name().as_str(), "name");
+    assert_eq!(
+        paths::Canvas.drawing().main().color().as_str(),
+        "drawing.main.color"
+    );
+    assert_eq!(
+        paths::Canvas.drawing().main().into_path().to_string(),
+        "drawing.main"
+    );
+    // Repeated fields end a path: `shapes` is a finished path.
+    let shapes: vsphere_client::property::PropertyPath<generated::mo::Canvas> =
+        paths::Canvas.drawing().shapes();
+    assert_eq!(shapes.as_str(), "drawing.shapes");
 }

@@ -2,7 +2,7 @@
 //! simulator.
 
 use vsphere_client::types::{ManagedObjectReference, VirtualMachinePowerState};
-use vsphere_client::{mo, property, Client, ErrorKind};
+use vsphere_client::{mo, paths, property, Client, ErrorKind};
 use vsphere_tests::{Simulator, SimulatorOptions};
 
 async fn simulator(options: SimulatorOptions) -> Simulator {
@@ -88,6 +88,57 @@ async fn vms_under_the_root_folder_with_nested_paths() {
         assert!(!vm.datastore.as_ref().expect("datastore").is_empty());
         // Not asked for: not set.
         assert!(vm.guest.is_none() && vm.parent.is_none());
+    }
+}
+
+#[tokio::test]
+async fn typed_paths_retrieve_what_their_strings_do() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let vm = paths::VirtualMachine;
+    let typed = [
+        vm.name(),
+        vm.runtime().power_state(),
+        vm.config().hardware().num_cpu(),
+        vm.summary().storage().into_path(),
+    ];
+    let strings = [
+        "name",
+        "runtime.powerState",
+        "config.hardware.numCPU",
+        "summary.storage",
+    ];
+    assert_eq!(
+        typed
+            .iter()
+            .map(property::PropertyPath::as_str)
+            .collect::<Vec<_>>(),
+        strings
+    );
+    let mut by_type = Vec::new();
+    for query in [
+        client.properties::<mo::VirtualMachine>(&typed),
+        client.properties::<mo::VirtualMachine>(&strings),
+    ] {
+        let mut vms = query
+            .expect("valid paths")
+            .in_container(&root(&client))
+            .collect_all()
+            .await
+            .expect("retrieve");
+        vms.sort_by(|a, b| a.name.cmp(&b.name));
+        by_type.push(vms);
+    }
+    let (typed_vms, string_vms) = (&by_type[0], &by_type[1]);
+    assert_eq!(typed_vms.len(), 4);
+    assert_eq!(typed_vms, string_vms, "the same objects either way");
+    for found in typed_vms {
+        assert!(found.retrieved.contains(vm.config().hardware().num_cpu()));
+        assert!(!found.retrieved.contains(vm.config().hardware().memory_mb()));
+        assert!(found
+            .config
+            .as_ref()
+            .is_some_and(|c| c.hardware.num_cpu >= 1));
     }
 }
 

@@ -15,7 +15,7 @@
 use vsphere_client::property::UpdateKind;
 use vsphere_client::types::InvalidPowerState;
 use vsphere_client::vm::{CloneSpec, ConfigSpec};
-use vsphere_client::{mo, Client};
+use vsphere_client::{mo, paths, Client};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -44,9 +44,15 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("connected to {}", client.service_content().about.full_name);
 
     // List VMs with a few properties: one round trip per page of objects.
+    // Typed paths are checked by the compiler; strings work too.
     let root = client.service_content().root_folder.clone();
+    let p = paths::VirtualMachine;
     let vms = client
-        .properties::<mo::VirtualMachine>(&["name", "runtime.powerState", "summary.config.numCpu"])?
+        .properties::<mo::VirtualMachine>(&[
+            p.name(),
+            p.runtime().power_state(),
+            p.summary().config().num_cpu(),
+        ])?
         .in_container(&root)
         .collect_all()
         .await?;

@@ -14,7 +14,7 @@
 //! use vsphere_client::property::UpdateKind;
 //! use vsphere_client::types::InvalidPowerState;
 //! use vsphere_client::vm::{CloneSpec, ConfigSpec};
-//! use vsphere_client::{mo, Client};
+//! use vsphere_client::{mo, paths, Client};
 //!
 //! # async fn quickstart() -> Result<(), vsphere_client::Error> {
 //! // Connect, verifying vCenter's certificate against its CA bundle
@@ -26,9 +26,12 @@
 //!     .await?;
 //!
 //! // Every VM with a few properties: one round trip per page of objects.
+//! // Typed paths (`paths`) are checked by the compiler; strings
+//! // ("runtime.powerState") work too, checked before anything is sent.
 //! let root = client.service_content().root_folder.clone();
+//! let p = paths::VirtualMachine;
 //! let vms = client
-//!     .properties::<mo::VirtualMachine>(&["name", "runtime.powerState", "summary.config.numCpu"])?
+//!     .properties::<mo::VirtualMachine>(&[p.name(), p.runtime().power_state(), p.summary().config().num_cpu()])?
 //!     .in_container(&root)
 //!     .collect_all()
 //!     .await?;
@@ -73,7 +76,7 @@
 //! | connect: URL, credentials, timeouts, proxy | [`Client::builder`], [`ClientBuilder`] |
 //! | trust vCenter's certificate: CA bundle, thumbprint, insecure | [`ClientBuilder::ca_bundle_file`], [`ClientBuilder::thumbprint`], [`tls`] |
 //! | find objects by inventory path, name or UUID | [`Client::finder`], [`inventory`] |
-//! | read properties of many objects, page by page | [`Client::properties`], [`property`] |
+//! | read properties of many objects, page by page | [`Client::properties`], [`property`]; typed paths: [`paths`] |
 //! | watch objects change (`WaitForUpdatesEx`) | [`property::PropertyQuery::watch`], [`property::UpdateStream`] |
 //! | server-side lists of objects | [`view`] |
 //! | wait for a task, with progress | [`Client::task`], [`task`] |
@@ -113,7 +116,7 @@ pub mod xml;
 pub fn fuzzing_registry() -> &'static xml::Registry {
     &generated::REGISTRY
 }
-pub use generated::{mo, types};
+pub use generated::{mo, paths, types};
 pub use xml::{
     DataObject, DateTime, FromValue, ObjectType, Request, SchemaType, Value, ValueTypeError,
 };

@@ -7,6 +7,7 @@ mod base;
 mod enums;
 mod methods;
 mod mo;
+mod paths;
 mod registry;
 mod requests;
 mod structs;
@@ -276,6 +277,13 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
             .insert(format!("mo/{path}"), format!("{header}{code}"));
     }
     modules.push("pub mod mo;".into());
+
+    // paths/: typed property paths of the managed objects.
+    for (path, code) in paths::emit(model, plan)? {
+        out.files
+            .insert(format!("paths/{path}"), format!("{header}{code}"));
+    }
+    modules.push("pub mod paths;".into());
 
     out.files.insert(
         "thread_safety.rs".into(),

@@ -44,6 +44,57 @@
 //! `(did you mean "config.hardware.numCPU"?)`. A path below another
 //! requested path is dropped (the ancestor carries it).
 //!
+//! # Typed paths
+//!
+//! [`paths`](crate::paths) spells every path the bindings know as methods,
+//! so a misspelt or misplaced path does not compile: `paths::VirtualMachine`
+//! has one method per property of `mo::VirtualMachine` (inherited ones
+//! included), a method of a data type leads into its fields, and
+//! [`into_path`](crate::paths::VirtualMachineConfigInfo::into_path) is the
+//! path to a whole data object. [`Client::properties`] takes typed paths or
+//! strings; [`RetrievedPaths::contains`](crate::xml::RetrievedPaths::contains)
+//! takes either too.
+//!
+//! ```no_run
+//! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
+//! use vsphere_client::{mo, paths};
+//!
+//! let vm = paths::VirtualMachine;
+//! let root = client.service_content().root_folder.clone();
+//! let vms = client
+//!     .properties::<mo::VirtualMachine>(&[
+//!         vm.name(),
+//!         vm.runtime().power_state(),
+//!         vm.config().hardware().num_cpu(),
+//!     ])?
+//!     .in_container(&root)
+//!     .collect_all()
+//!     .await?;
+//! for found in &vms {
+//!     if found.retrieved.contains(vm.config().hardware().num_cpu()) {
+//!         println!("{:?}: {:?} CPUs", found.name, found.config.as_ref().map(|c| c.hardware.num_cpu));
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A misspelt path, or one of another managed object type, is a compile
+//! error:
+//!
+//! ```compile_fail
+//! # fn demo(client: vsphere_client::Client) {
+//! use vsphere_client::{mo, paths};
+//! let _ = client.properties::<mo::VirtualMachine>(&[paths::VirtualMachine.runtime().power_stat()]);
+//! # }
+//! ```
+//!
+//! ```compile_fail
+//! # fn demo(client: vsphere_client::Client) {
+//! use vsphere_client::{mo, paths};
+//! let _ = client.properties::<mo::VirtualMachine>(&[paths::HostSystem.name()]);
+//! # }
+//! ```
+//!
 //! # Paging
 //!
 //! [`Pages`] reads `RetrievePropertiesEx` then `ContinueRetrievePropertiesEx`
@@ -54,10 +105,12 @@
 
 mod decode;
 mod object;
+mod path;
 pub(crate) mod traversal;
 pub(crate) mod updates;
 
 pub use object::ManagedObject;
+pub use path::{AsPropertyPath, PropertyPath};
 pub use traversal::{inventory_traversal, traversal_spec};
 pub use updates::{ObjectChange, UpdateKind, UpdateStream, UpdateStreamOptions};
 
@@ -81,10 +134,11 @@ use crate::xml::{Decode, DecodeError, FieldInfo, Fields, Occurs, Request, XmlRea
 use crate::Client;
 
 /// Property paths validated for managed object type `T`.
-pub(crate) fn validate_paths<T: ManagedObject, S: AsRef<str>>(
-    paths: &[S],
+pub(crate) fn validate_paths<T: ManagedObject>(
+    paths: &[impl AsPropertyPath<T>],
 ) -> Result<Vec<String>, Error> {
-    validate_paths_for(T::TYPE_NAME, paths)
+    let paths: Vec<&str> = paths.iter().map(AsPropertyPath::as_property_path).collect();
+    validate_paths_for(T::TYPE_NAME, &paths)
 }
 
 /// Property paths validated for managed object type `mo_type`: each resolves
@@ -286,19 +340,21 @@ impl<T: ManagedObject> fmt::Debug for PropertyQuery<T> {
 }
 
 impl Client {
-    /// A retrieval of `paths` (`name`, `runtime.powerState`,
-    /// `config.hardware.device`, ...) of managed objects of type `T`.
+    /// A retrieval of `paths` of managed objects of type `T`: typed paths
+    /// from [`paths`](crate::paths) (`paths::VirtualMachine.runtime().power_state()`,
+    /// checked by the compiler) or strings (`name`, `runtime.powerState`,
+    /// `config.hardware.device`, ...).
     ///
-    /// Fails with [`ErrorKind::InvalidArgument`] naming the first path that
-    /// `T` does not have (and the path probably meant, when one is close),
-    /// before anything is sent.
+    /// Fails with [`ErrorKind::InvalidArgument`] naming the first string path
+    /// that `T` does not have (and the path probably meant, when one is
+    /// close), before anything is sent.
     pub fn properties<T: ManagedObject>(
         &self,
-        paths: &[impl AsRef<str>],
+        paths: &[impl AsPropertyPath<T>],
     ) -> Result<PropertyQuery<T>, Error> {
         Ok(PropertyQuery {
             client: self.clone(),
-            paths: validate_paths::<T, _>(paths)?.into(),
+            paths: validate_paths::<T>(paths)?.into(),
             all: false,
             max_objects: None,
             _type: PhantomData,
@@ -1080,6 +1136,42 @@ mod tests {
         assert!(err.to_string().contains("runtime.nope"));
         assert!(validate_paths_for("VirtualMachine", &[""]).is_err());
         assert!(validate_paths_for("NoSuchType", &["name"]).is_err());
+    }
+
+    #[test]
+    fn typed_paths_spell_vim25_paths_and_pass_validation() {
+        use crate::{mo, paths};
+        let vm = paths::VirtualMachine;
+        // Nested, inherited (ManagedEntity's name), a whole structure, and
+        // vim25's spelling where Rust's differs.
+        assert_eq!(vm.runtime().power_state().as_str(), "runtime.powerState");
+        assert_eq!(vm.name().as_str(), "name");
+        assert_eq!(
+            vm.config().hardware().into_path().as_str(),
+            "config.hardware"
+        );
+        assert_eq!(
+            vm.config().hardware().num_cpu().as_str(),
+            "config.hardware.numCPU"
+        );
+        assert_eq!(
+            paths::HostSystem
+                .summary()
+                .quick_stats()
+                .overall_memory_usage()
+                .as_str(),
+            "summary.quickStats.overallMemoryUsage"
+        );
+        let validated = validate_paths::<mo::VirtualMachine>(&[
+            vm.runtime().power_state(),
+            vm.config().hardware().into_path(),
+            vm.config().hardware().num_cpu(),
+        ])
+        .unwrap();
+        assert_eq!(validated, ["config.hardware", "runtime.powerState"]);
+        // Strings are still taken, and checked.
+        assert!(validate_paths::<mo::VirtualMachine>(&["name"]).is_ok());
+        assert!(validate_paths::<mo::VirtualMachine>(&[String::from("nmae")]).is_err());
     }
 
     #[test]

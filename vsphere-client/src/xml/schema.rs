@@ -481,7 +481,9 @@ impl RetrievedPaths {
     /// Whether `path` (a vim25 property path, `config.hardware.memoryMB`) is
     /// one the server sent a value for, or lies inside one (`config` sent
     /// whole holds `config.hardware.memoryMB`).
-    pub fn contains(&self, path: &str) -> bool {
+    /// Takes a string or a typed path (`paths::VirtualMachine.config().hardware().memory_mb()`).
+    pub fn contains(&self, path: impl AsRef<str>) -> bool {
+        let path = path.as_ref();
         self.iter().any(|sent| {
             path.strip_prefix(sent)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))

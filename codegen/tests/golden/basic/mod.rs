@@ -7,6 +7,7 @@ pub mod types;
 mod registry;
 mod methods;
 pub mod mo;
+pub mod paths;
 #[cfg(test)]
 mod thread_safety;
 
