@@ -8,6 +8,9 @@ pub const READY: &str = "Ready";
 pub const SCHEDULED: &str = "Scheduled";
 /// A deleted object that is kept for a while (a Provider still in use).
 pub const DELETING: &str = "Deleting";
+/// A VSphereMachine's IP pool claims against its spec (a pool changed or
+/// removed after the clone: the VM keeps the address it was cloned with).
+pub const IP_ADDRESSES_UP_TO_DATE: &str = "IPAddressesUpToDate";
 
 /// Condition status values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -583,7 +583,9 @@ pub(crate) mod provider {
     pub(crate) const NAMESPACE: &str = "banlieue-system";
     pub(crate) const RESYNC: Duration = Duration::from_secs(300);
 
-    pub(crate) struct ApiServer(ApiServerHandle);
+    /// The test's end of the API server, and the IPAddressClaims it holds
+    /// for [`serve_all`](Self::serve_all).
+    pub(crate) struct ApiServer(ApiServerHandle, Vec<Value>);
 
     impl ApiServer {
         async fn next(
@@ -654,6 +656,19 @@ pub(crate) mod provider {
         pub(crate) async fn serve_all(mut self, object: Value) -> Seen {
             let mut seen = Vec::new();
             let mut current = object;
+            let mut claims: std::collections::BTreeMap<String, Value> = self
+                .1
+                .iter()
+                .map(|c| {
+                    (
+                        c["metadata"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        c.clone(),
+                    )
+                })
+                .collect();
             while let Some((request, send)) = self.0.next_request().await {
                 let method = request.method().to_string();
                 let path = request.uri().path().to_string();
@@ -668,20 +683,60 @@ pub(crate) mod provider {
                 } else {
                     body_json(request).await
                 };
+                let mut code = 200;
                 let response = if path.contains("/events") {
                     body.clone()
                 } else if path.contains("/ipaddressclaims") {
-                    // A machine's IP pool claims: created, deleted; a claim on
-                    // the pool `instant` is bound at once (its IPAddress below).
-                    if method == "DELETE" {
-                        json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
-                    } else {
-                        let mut claim = body.clone();
-                        if claim["spec"]["poolRef"]["name"] == "instant" {
-                            claim["status"] =
-                                json!({"addressRef": {"name": claim["metadata"]["name"]}});
+                    // The IP pool claims it holds (the World's, and those
+                    // created): listed, read, created, deleted; a claim on
+                    // the pool `instant` is bound at once (its IPAddress
+                    // below), one on `full` says PoolExhausted.
+                    let name = path
+                        .rsplit_once("/ipaddressclaims/")
+                        .map(|(_, n)| n.to_string());
+                    match (method.as_str(), name) {
+                        ("GET", None) => json!({"apiVersion": "ipam.cluster.x-k8s.io/v1beta1",
+                                                "kind": "IPAddressClaimList", "metadata": {},
+                                                "items": claims.values().cloned().collect::<Vec<_>>()}),
+                        ("GET", Some(name)) => claims.get(&name).cloned().unwrap_or_else(|| {
+                            code = 404;
+                            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                   "reason": "NotFound", "code": 404, "message": "not found"})
+                        }),
+                        ("DELETE", Some(name)) => {
+                            claims.remove(&name);
+                            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
                         }
-                        claim
+                        _ => {
+                            let name = body["metadata"]["name"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string();
+                            match claims.entry(name.clone()) {
+                                std::collections::btree_map::Entry::Occupied(_) => {
+                                    code = 409;
+                                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                           "reason": "AlreadyExists", "code": 409, "message": "exists"})
+                                }
+                                std::collections::btree_map::Entry::Vacant(slot) => {
+                                    let mut claim = body.clone();
+                                    match claim["spec"]["poolRef"]["name"].as_str() {
+                                        Some("instant") => {
+                                            claim["status"] = json!({"addressRef": {"name": name}})
+                                        }
+                                        Some("full") => {
+                                            claim["status"] = json!({"conditions": [{
+                                                "type": "Ready", "status": "False", "reason": "PoolExhausted",
+                                                "message": "IPPool banlieue-system/full: all 3 address(es) are in use",
+                                                "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+                                        }
+                                        _ => {}
+                                    }
+                                    slot.insert(claim.clone());
+                                    claim
+                                }
+                            }
+                        }
                     }
                 } else if path.contains("/ipaddresses/") {
                     json!({"apiVersion": "ipam.cluster.x-k8s.io/v1beta1", "kind": "IPAddress",
@@ -725,6 +780,7 @@ pub(crate) mod provider {
                 };
                 send.send_response(
                     Response::builder()
+                        .status(code)
                         .body(Body::from(
                             serde_json::to_vec(&response).unwrap_or_default(),
                         ))
@@ -753,6 +809,8 @@ pub(crate) mod provider {
         pub config_maps: Vec<ConfigMap>,
         /// The paths of the Secret and ConfigMap GETs made, in order.
         pub reads: Reads,
+        /// The IPAddressClaims the API server holds at first.
+        pub claims: Vec<crate::api::IPAddressClaim>,
     }
 
     /// The Secret and ConfigMap paths read, shared with the test.
@@ -855,7 +913,8 @@ pub(crate) mod provider {
             };
             let ctx = Context::new(client, NAMESPACE, RESYNC, vsphere, caches, Arc::default());
             ctx.caches.set_synced(true);
-            (Arc::new(ctx), ApiServer(handle))
+            let claims = self.claims.iter().map(|c| json!(c)).collect();
+            (Arc::new(ctx), ApiServer(handle, claims))
         }
     }
 
@@ -1037,6 +1096,18 @@ pub(crate) mod scripted {
                 .unwrap(),
         );
         body
+    }
+
+    /// Answers the next request, which must be `DELETE path`, with success.
+    pub(crate) async fn deleted(handle: &mut Handle, path: &str) {
+        answer(
+            handle,
+            "DELETE",
+            path,
+            200,
+            |_| json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        )
+        .await;
     }
 
     pub(crate) async fn nothing_more(mut handle: Handle) {

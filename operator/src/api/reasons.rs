@@ -114,8 +114,13 @@ pub mod vspheremachine {
         WAITING_FOR_IP = "WaitingForIP", "Ready=False" => "The VM is on; waiting for the guest to report an IP address.";
         WAITING_FOR_IP_ADDRESS = "WaitingForIPAddress", "Ready=False" =>
             "A NIC's `ipam.pool` claim (Cluster API `IPAddressClaim`, in the Provider's namespace) is not bound \
-             yet, or its pool is exhausted (the message names the claim, the pool and the claim's reason); \
-             nothing is cloned until every pool NIC has its address. Retried with backoff.";
+             yet (the message names the claim, the pool and the claim's own reason), or a claim on a pool the \
+             spec no longer names is being released; nothing is cloned until every pool NIC has its address. \
+             Retried with backoff.";
+        POOL_EXHAUSTED = "PoolExhausted", "Ready=False" =>
+            "A NIC's IP pool has no free address: its claim says `PoolExhausted` (the message names the claim \
+             and the pool); nothing is cloned. Retried with backoff, and cloned once an address is released \
+             or the pool grows.";
         FAILED = "Failed", "Ready=False" =>
             "A task or call failed, or the machine cannot be made as asked; the message says why.";
         DELETING = "Deleting", "Ready=False" => "The VM is being powered off and destroyed.";
@@ -125,6 +130,16 @@ pub mod vspheremachine {
             "vCenter did not answer within the Provider's call deadline; retried with backoff on a new session.";
         POWERED_ON = "PoweredOn", "Ready=True" => "The VM is on (with an IP address when it needs one).";
         POWERED_OFF = "PoweredOff", "Ready=True" => "The VM is off, as asked.";
+        ADDRESSES_UP_TO_DATE = "UpToDate", "IPAddressesUpToDate=True" =>
+            "Every IP pool claim of the machine is one its spec asks for (set once the condition has been False).";
+        POOL_CHANGED = "PoolChanged", "IPAddressesUpToDate=False" =>
+            "After the clone, a NIC's `ipam.pool` names another pool than its claim's: the VM keeps the address \
+             its guest was configured with (the claim on the old pool is kept); re-create the VirtualMachine to \
+             take an address from the new pool. Before the clone the claim is replaced instead.";
+        POOL_REMOVED = "PoolRemoved", "IPAddressesUpToDate=False" =>
+            "After the clone, a NIC with a pool claim was removed from the spec or no longer asks for a pool: the \
+             claim and its address are kept while the VM (configured with it) exists, and released when the \
+             machine is deleted. Before the clone the claim is released at once.";
     }
 }
 
@@ -154,10 +169,14 @@ pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
         )),
         "VirtualMachine" => Some((
             "The reasons of `status.conditions`; once the VSphereMachine reports, `Ready` is its `Ready` \
-             (reason and message).",
+             (reason and message), and its `IPAddressesUpToDate`, when it has one, is mirrored too.",
             virtualmachine::ALL,
         )),
-        "VSphereMachine" => Some(("The reasons of `status.conditions`.", vspheremachine::ALL)),
+        "VSphereMachine" => Some((
+            "The reasons of `status.conditions` (`Ready`, and `IPAddressesUpToDate` once an IP pool claim \
+             differs from the spec).",
+            vspheremachine::ALL,
+        )),
         "IPPool" => Some((
             "The reasons of the `Ready` condition of the Cluster API `IPAddressClaim`s the pool binds.",
             ippool::ALL,

@@ -97,7 +97,8 @@ async fn write_pool_status(
 }
 
 /// Binds `claim` if its pool is the built-in kind; `live` are the names of
-/// the claims that exist in the claim's namespace (the claim's own included).
+/// the claims that exist in the claim's namespace on its pool (the claim's
+/// own included).
 pub async fn bind_claim(
     client: &Client,
     claim: &IPAddressClaim,
@@ -302,15 +303,23 @@ pub struct Allocator {
     pub backoff: super::Backoff,
 }
 
-/// The live set: the names of the claims in `namespace` the cache holds.
+/// The live set of a pool: the names of the claims in `namespace` on the
+/// built-in pool `pool` that the cache holds. A claim of that name now on
+/// another pool (replaced when its NIC's pool changed) does not keep its
+/// allocation in this one.
 pub fn live_claims(
     claims: &kube::runtime::reflector::Store<IPAddressClaim>,
     namespace: &str,
+    pool: &str,
 ) -> BTreeSet<String> {
     claims
         .state()
         .iter()
-        .filter(|c| c.namespace().as_deref() == Some(namespace))
+        .filter(|c| {
+            c.namespace().as_deref() == Some(namespace)
+                && is_builtin(&c.spec.pool_ref)
+                && c.spec.pool_ref.name == pool
+        })
         .map(|c| c.name_any())
         .collect()
 }
@@ -334,7 +343,7 @@ pub async fn reconcile_claim(
     ctx: std::sync::Arc<Allocator>,
 ) -> crate::Result<Action> {
     let namespace = claim.namespace().unwrap_or_default();
-    let mut live = live_claims(&ctx.claims, &namespace);
+    let mut live = live_claims(&ctx.claims, &namespace, &claim.spec.pool_ref.name);
     live.insert(claim.name_any());
     let outcome = bind_claim(&ctx.client, &claim, &live).await?;
     Ok(action_for(
@@ -362,7 +371,7 @@ mod tests {
 
     use super::*;
     use crate::api::{IPAddressClaimSpec, IPPoolSpec};
-    use crate::fixtures::scripted::{answer, failure, nothing_more, Handle};
+    use crate::fixtures::scripted::{answer, deleted, failure, nothing_more, Handle};
 
     const NS: &str = "banlieue-system";
 
@@ -591,14 +600,7 @@ mod tests {
             old["metadata"]["ownerReferences"][0]["uid"] = json!("uid-of-the-earlier-claim");
             let path = format!("{}/web-eth0", addresses_path());
             answer(&mut h, "GET", &path, 200, move |_| old.clone()).await;
-            answer(
-                &mut h,
-                "DELETE",
-                &path,
-                200,
-                |_| json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-            )
-            .await;
+            deleted(&mut h, &path).await;
             nothing_more(h).await;
         });
         let client = Client::new(service, "default");
@@ -708,45 +710,211 @@ mod tests {
         assert_eq!(outcome, Outcome::NotOurs);
     }
 
+    /// An API server for racing allocators: one pool whose status writes
+    /// carry its resourceVersion (a stale one is a 409 Conflict, as a real
+    /// API server answers), IPAddresses by name (a second create is a 409).
+    /// The first `hold` reads of the pool are answered together, once all
+    /// arrived: every allocator reads the same version before any writes.
+    /// Returns the pool's final JSON, the addresses made and the conflicts.
+    async fn racing_server(mut h: Handle, hold: usize) -> (Value, Vec<Value>, usize) {
+        let mut stored = pool("1", &[]);
+        let mut version = 1u64;
+        let mut addresses: std::collections::BTreeMap<String, Value> = Default::default();
+        let mut conflicts = 0;
+        let mut held = Vec::new();
+        let mut reads = 0;
+        let respond =
+            |send: tower_test::mock::SendResponse<Response<Body>>, code: u16, body: &Value| {
+                send.send_response(
+                    Response::builder()
+                        .status(code)
+                        .body(Body::from(serde_json::to_vec(body).unwrap()))
+                        .unwrap(),
+                )
+            };
+        while let Some((request, send)) = h.next_request().await {
+            let method = request.method().as_str().to_string();
+            let path = request.uri().path().to_string();
+            let body = if method == "GET" {
+                Value::Null
+            } else {
+                crate::fixtures::body_json(request).await
+            };
+            match (method.as_str(), path.as_str()) {
+                ("GET", p) if p == pool_path() => {
+                    reads += 1;
+                    if reads < hold {
+                        held.push(send);
+                        continue;
+                    }
+                    for waiting in held.drain(..) {
+                        respond(waiting, 200, &stored);
+                    }
+                    respond(send, 200, &stored);
+                }
+                ("PUT", p) if p == format!("{}/status", pool_path()) => {
+                    if body["metadata"]["resourceVersion"] != json!(version.to_string()) {
+                        conflicts += 1;
+                        respond(send, 409, &failure(409, "Conflict"));
+                        continue;
+                    }
+                    version += 1;
+                    stored["status"] = body["status"].clone();
+                    stored["metadata"]["resourceVersion"] = json!(version.to_string());
+                    respond(send, 200, &stored);
+                }
+                ("POST", p) if p == addresses_path() => {
+                    let name = body["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    match addresses.entry(name) {
+                        std::collections::btree_map::Entry::Occupied(_) => {
+                            respond(send, 409, &failure(409, "AlreadyExists"));
+                        }
+                        std::collections::btree_map::Entry::Vacant(slot) => {
+                            slot.insert(body.clone());
+                            respond(send, 201, &body);
+                        }
+                    }
+                }
+                ("PATCH", p) if p.ends_with("/status") && p.contains("/ipaddressclaims/") => {
+                    let name = p.split('/').rev().nth(1).unwrap_or_default().to_string();
+                    let mut claim = serde_json::to_value(ours(&name)).unwrap();
+                    claim["status"] = body["status"].clone();
+                    respond(send, 200, &claim);
+                }
+                other => panic!("unexpected request {other:?}"),
+            }
+        }
+        (stored, addresses.into_values().collect(), conflicts)
+    }
+
+    /// Two claims of one pool reconciled at once by the allocator's
+    /// controller (`reconcile_claim`, as the provider role runs it): both
+    /// read the pool at the same version and pick its lowest free address;
+    /// the API server takes the first write and refuses the second (409), so
+    /// the loser reads the pool again and takes the next address. Never one
+    /// address for two claims.
     #[tokio::test]
-    async fn release_drops_the_allocations_of_claims_that_are_gone() {
-        let stored: IPPool = serde_json::from_value(pool(
-            "5",
-            &[("10.0.0.10", "gone-eth0"), ("10.0.0.11", "kept-eth0")],
-        ))
-        .unwrap();
+    async fn two_reconciles_racing_for_one_pool_never_get_one_address() {
+        let (a, b) = (ours("a-eth0"), ours("b-eth0"));
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(racing_server(handle, 2));
+        let ctx = std::sync::Arc::new(Allocator {
+            client: Client::new(service, "default"),
+            claims: crate::fixtures::store_of(vec![a.clone(), b.clone()]),
+            backoff: Default::default(),
+        });
+        let (ra, rb) = tokio::join!(
+            reconcile_claim(std::sync::Arc::new(a), ctx.clone()),
+            reconcile_claim(std::sync::Arc::new(b), ctx.clone()),
+        );
+        assert_eq!(ra.expect("a bound"), Action::await_change());
+        assert_eq!(rb.expect("b bound"), Action::await_change());
+        drop(ctx);
+        let (pool, addresses, conflicts) = server.await.expect("the server");
+        assert_eq!(conflicts, 1, "the race happened: one write was refused");
+        let mut given: Vec<&str> = addresses
+            .iter()
+            .map(|a| a["spec"]["address"].as_str().unwrap_or_default())
+            .collect();
+        given.sort_unstable();
+        assert_eq!(given, ["10.0.0.10", "10.0.0.11"], "two addresses");
+        let holders: BTreeSet<&str> = pool["status"]["allocations"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, claim)| claim.as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(holders, BTreeSet::from(["a-eth0", "b-eth0"]));
+        for address in &addresses {
+            let claim = address["spec"]["claimRef"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            let ip = address["spec"]["address"].as_str().unwrap_or_default();
+            assert_eq!(pool["status"]["allocations"][ip], claim, "recorded as made");
+        }
+    }
+
+    /// Runs `release` of `stored` with `live`; returns its pool status
+    /// write (`None`: it wrote nothing).
+    async fn released(stored: Value, live: &BTreeSet<String>) -> Option<Value> {
+        let stored: IPPool = serde_json::from_value(stored).unwrap();
         let (service, mut h) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let server = tokio::spawn(async move {
-            let put = answer(
-                &mut h,
-                "PUT",
-                &format!("{}/status", pool_path()),
-                200,
-                Value::clone,
-            )
-            .await;
-            assert_eq!(put["metadata"]["resourceVersion"], "5");
-            assert_eq!(
-                put["status"]["allocations"],
-                json!({"10.0.0.11": "kept-eth0"})
-            );
-            assert_eq!(
-                (&put["status"]["used"], &put["status"]["free"]),
-                (&json!(1), &json!(2))
-            );
+            let path = format!("{}/status", pool_path());
+            let put = match h.next_request().await {
+                Some((request, send)) => {
+                    assert_eq!(
+                        (request.method().as_str(), request.uri().path()),
+                        ("PUT", path.as_str())
+                    );
+                    let body = crate::fixtures::body_json(request).await;
+                    send.send_response(
+                        Response::builder()
+                            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                            .unwrap(),
+                    );
+                    Some(body)
+                }
+                None => None,
+            };
             nothing_more(h).await;
+            put
         });
         let client = Client::new(service, "default");
-        assert!(release(&client, &stored, &live(&["kept-eth0"]))
-            .await
-            .unwrap());
-        // Nothing to drop: no write.
-        assert!(
-            !release(&client, &stored, &live(&["gone-eth0", "kept-eth0"]))
-                .await
-                .unwrap()
-        );
+        let wrote = release(&client, &stored, live).await.unwrap();
         drop(client);
-        server.await.unwrap();
+        let put = server.await.unwrap();
+        assert_eq!(wrote, put.is_some());
+        put
+    }
+
+    /// A claim replaced on another pool (its NIC's pool changed before the
+    /// clone) keeps its name: its allocation in the old pool is not kept
+    /// alive by the new claim, and is released.
+    #[tokio::test]
+    async fn a_claim_moved_to_another_pool_releases_its_old_allocation() {
+        let mut moved = ours("web-eth0");
+        moved.spec.pool_ref.name = "lab".into();
+        let claims = crate::fixtures::store_of(vec![moved, ours("db-eth0")]);
+        let live = live_claims(&claims, NS, "prod");
+        assert_eq!(live, BTreeSet::from(["db-eth0".to_string()]));
+        let put = released(
+            pool("5", &[("10.0.0.10", "web-eth0"), ("10.0.0.11", "db-eth0")]),
+            &live,
+        )
+        .await
+        .expect("a write");
+        assert_eq!(
+            put["status"]["allocations"],
+            json!({"10.0.0.11": "db-eth0"})
+        );
+    }
+
+    #[tokio::test]
+    async fn release_drops_the_allocations_of_claims_that_are_gone() {
+        let stored = pool(
+            "5",
+            &[("10.0.0.10", "gone-eth0"), ("10.0.0.11", "kept-eth0")],
+        );
+        let put = released(stored.clone(), &live(&["kept-eth0"]))
+            .await
+            .expect("a write");
+        assert_eq!(put["metadata"]["resourceVersion"], "5");
+        assert_eq!(
+            put["status"]["allocations"],
+            json!({"10.0.0.11": "kept-eth0"})
+        );
+        assert_eq!(
+            (&put["status"]["used"], &put["status"]["free"]),
+            (&json!(1), &json!(2))
+        );
+        // Nothing to drop: no write.
+        assert_eq!(
+            released(stored, &live(&["gone-eth0", "kept-eth0"])).await,
+            None
+        );
     }
 }

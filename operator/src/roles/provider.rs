@@ -230,8 +230,8 @@ async fn allocator(client: Client, namespace: &str, resync: Duration) {
                 if !(caches::is_synced(&pools) && caches::is_synced(&claims)) {
                     continue;
                 }
-                let live = live_claims(&claims, &namespace);
                 for pool in pools.state() {
+                    let live = live_claims(&claims, &namespace, &pool.name_any());
                     if let Err(error) = release(&client, &pool, &live).await {
                         tracing::warn!(pool = %pool.name_any(), %error, "releasing allocations failed");
                     }

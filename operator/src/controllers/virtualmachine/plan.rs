@@ -84,8 +84,19 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
         },
     };
 
+    // A VSphereMachine's IP pool claims against its spec, when it says anything.
+    let mut addresses = None;
     let ready = if let Some(m) = &existing {
         let mirrored = m.status.clone().unwrap_or_default();
+        addresses = conditions::find(&mirrored.conditions, conditions::IP_ADDRESSES_UP_TO_DATE)
+            .map(|c| {
+                Observed::new(
+                    conditions::IP_ADDRESSES_UP_TO_DATE,
+                    status_of(&c.status),
+                    c.reason.clone(),
+                    c.message.clone(),
+                )
+            });
         status.power_state = mirrored.power_state;
         status.ip_addresses = mirrored.ip_addresses;
         status.console_url = mirrored.console_url;
@@ -114,7 +125,10 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
     };
 
     let mut transitions = Vec::new();
-    for observed in [scheduled, ready] {
+    for observed in [Some(scheduled), Some(ready), addresses]
+        .into_iter()
+        .flatten()
+    {
         if conditions::set(&mut status.conditions, observed.clone(), generation, now) {
             transitions.push(observed);
         }

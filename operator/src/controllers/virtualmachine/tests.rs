@@ -294,3 +294,44 @@ async fn spread_counts_machines_vms_and_recent_placements_once() {
     );
     assert_eq!(load.get(&key), Some(&2), "{load:?}");
 }
+
+/// A VirtualMachine whose machine was cloned with a pool address shows that
+/// address (as the guest reports it) and the machine's IP pool condition:
+/// a NIC's pool changed after the clone is said on the VirtualMachine too.
+#[tokio::test]
+async fn the_machines_pool_address_and_ip_pool_condition_are_mirrored() {
+    let vm = guide_vm();
+    let mut machine = machine_owned_by(&vm);
+    machine.status = Some(
+        serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
+        "ipAddresses": ["10.0.0.11"],
+        "conditions": [
+            {"type": "IPAddressesUpToDate", "status": "False", "reason": "PoolChanged",
+             "message": "interface eth0: the spec asks for IPPool lab but ...",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"},
+            {"type": "Ready", "status": "True", "reason": "PoweredOn", "message": "up",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"}]}))
+        .unwrap(),
+    );
+    let (ctx, _server) = World {
+        machines: vec![machine],
+        ..World::guide()
+    }
+    .context();
+    let plan = plan::plan(&vm, ctx.as_ref(), &crate::conditions::now());
+    assert_eq!(plan.status.ip_addresses, ["10.0.0.11"]);
+    let condition =
+        crate::conditions::find(&plan.status.conditions, "IPAddressesUpToDate").expect("mirrored");
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "PoolChanged")
+    );
+    assert!(condition.message.starts_with("interface eth0"));
+    assert!(crate::conditions::is_true(&plan.status.conditions, "Ready"));
+    assert!(
+        plan.transitions
+            .iter()
+            .any(|t| t.type_ == "IPAddressesUpToDate"),
+        "an event on the VirtualMachine"
+    );
+}

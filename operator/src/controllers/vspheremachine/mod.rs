@@ -78,7 +78,14 @@ impl Hooks for KubeHooks {
         publish(
             &self.recorder,
             &machine.object_ref(&()),
-            reason == step::reason::FAILED || reason == readiness::reason::VCENTER_UNRESPONSIVE,
+            [
+                step::reason::FAILED,
+                readiness::reason::VCENTER_UNRESPONSIVE,
+                step::reason::POOL_EXHAUSTED,
+                step::reason::POOL_CHANGED,
+                step::reason::POOL_REMOVED,
+            ]
+            .contains(&reason),
             reason,
             message,
             "Lifecycle",
@@ -180,22 +187,28 @@ where
         return Err(error);
     };
     // IP pool NICs: their claims first, bound before anything is cloned; the
-    // clone then asks for the bound addresses as static ones.
-    if !deleting && ipclaims::has_pool_nics(&machine) {
-        match ipclaims::ensure_bound(&ctx.client, &machine, &provider_ref.namespace).await? {
-            ipclaims::Binding::Waiting(why) => {
-                driver::report_waiting(
-                    &mut machine,
-                    &mut hooks,
-                    crate::api::reasons::vspheremachine::WAITING_FOR_IP_ADDRESS,
-                    why,
-                )
-                .await?;
+    // clone then asks for the bound addresses as static ones. A claim the
+    // spec no longer asks for is released, or kept and said so once a VM
+    // may have its address (see ipclaims::ensure_bound).
+    if !deleting {
+        let claims = ipclaims::ensure_bound(&ctx.client, &machine, &provider_ref.namespace).await?;
+        let (changed, transitioned) = ipclaims::set_drift(&mut machine, claims.drift.as_ref());
+        if changed {
+            hooks.persist(&machine).await?;
+        }
+        if let (true, Some((reason, message))) = (transitioned, &claims.drift) {
+            hooks.event(&machine, reason, message).await;
+        }
+        match claims.binding {
+            ipclaims::Binding::Waiting { reason, message } => {
+                driver::report_waiting(&mut machine, &mut hooks, reason, message).await?;
                 return Ok(Action::requeue(ctx.failed(key)));
             }
             ipclaims::Binding::Bound(bound) => {
-                if let Some(bound) = ipclaims::bound_machine(&machine, &bound) {
-                    machine = bound;
+                if ipclaims::has_pool_nics(&machine) {
+                    if let Some(bound) = ipclaims::bound_machine(&machine, &bound) {
+                        machine = bound;
+                    }
                 }
             }
         }

@@ -60,15 +60,7 @@ fn with_finalizer(mut m: VSphereMachine) -> VSphereMachine {
 /// Runs one reconcile of `m` while the API server answers everything; returns
 /// the reconcile's result and the requests it made.
 async fn reconcile(m: VSphereMachine, vsphere: &MockVSphere) -> (crate::Result<Action>, Seen) {
-    let (ctx, server) = world().context(vsphere.clone());
-    let object = serde_json::to_value(&m).unwrap_or_default();
-    serving_all(
-        ctx.clone(),
-        server,
-        object,
-        reconcile_machine(Arc::new(m), ctx),
-    )
-    .await
+    reconcile_in(world(), m, vsphere).await
 }
 
 fn status_patches(seen: &Seen) -> Vec<&Value> {
@@ -351,16 +343,9 @@ async fn a_deleted_machine_releases_its_claims_once_the_vm_is_gone() {
     assert!(deleted < released, "the claim first: {seen:?}");
 }
 
-/// A bound claim: the clone asks for its address exactly as a static one
-/// (guestinfo network config: address/prefix, gateway, the pool's DNS).
-#[tokio::test]
-async fn a_bound_claims_address_is_cloned_into_guestinfo_as_a_static_one() {
-    let (vsphere, machines) = vsphere_with_machines();
-    let m = on_pool(with_finalizer(machine("web")), "instant");
-    let (result, seen) = reconcile(m, &vsphere).await;
-    assert!(result.is_ok(), "{result:?}");
+/// The network config of the (one) clone request's guestinfo metadata.
+fn cloned_network(machines: &crate::vsphere::mock::MockMachines) -> Value {
     let requests = machines.clone_requests();
-    assert_eq!(requests.len(), 1, "{seen:?}");
     let network = requests[0]
         .shape
         .extra_config
@@ -370,12 +355,24 @@ async fn a_bound_claims_address_is_cloned_into_guestinfo_as_a_static_one() {
         .and_then(|meta| serde_json::from_str::<Value>(&meta).ok())
         .map(|meta| meta["network"].clone())
         .expect("metadata with a network config");
-    let network = match network {
+    match network {
         Value::String(encoded) => super::guestinfo::decode(&encoded)
             .and_then(|text| serde_json::from_str::<Value>(&text).ok())
             .unwrap_or(Value::Null),
         other => other,
-    };
+    }
+}
+
+/// A bound claim: the clone asks for its address exactly as a static one
+/// (guestinfo network config: address/prefix, gateway, the pool's DNS).
+#[tokio::test]
+async fn a_bound_claims_address_is_cloned_into_guestinfo_as_a_static_one() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let m = on_pool(with_finalizer(machine("web")), "instant");
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(machines.clone_requests().len(), 1, "{seen:?}");
+    let network = cloned_network(&machines);
     let eth0 = &network["ethernets"]["eth0"];
     assert_eq!(eth0["addresses"], json!(["10.0.0.77/24"]), "{network}");
     assert_eq!(eth0["dhcp4"], false);
@@ -384,4 +381,220 @@ async fn a_bound_claims_address_is_cloned_into_guestinfo_as_a_static_one() {
         json!([{"to": "default", "via": "10.0.0.1"}])
     );
     assert_eq!(eth0["nameservers"]["addresses"], json!(["10.0.0.53"]));
+}
+
+/// Runs one reconcile of `m` in `world` while the API server answers everything.
+async fn reconcile_in(
+    world: World,
+    m: VSphereMachine,
+    vsphere: &MockVSphere,
+) -> (crate::Result<Action>, Seen) {
+    let (ctx, server) = world.context(vsphere.clone());
+    let object = serde_json::to_value(&m).unwrap_or_default();
+    serving_all(
+        ctx.clone(),
+        server,
+        object,
+        reconcile_machine(Arc::new(m), ctx),
+    )
+    .await
+}
+
+/// The claim of `web`'s NIC `nic` on the built-in pool `pool`, bound.
+fn bound_claim(nic: &str, pool: &str) -> crate::api::IPAddressClaim {
+    let mut m = on_pool(machine("web"), pool);
+    m.spec.network_interfaces[0].name = nic.into();
+    let mut claim = super::ipclaims::claims_for(&m, "banlieue-system").remove(0);
+    claim.status = Some(crate::api::IPAddressClaimStatus {
+        address_ref: Some(crate::api::LocalObjectReference {
+            name: format!("ns.web.{nic}"),
+        }),
+        conditions: vec![],
+    });
+    claim
+}
+
+fn claim_requests<'a>(seen: &'a Seen, method: &str) -> Vec<&'a str> {
+    seen.iter()
+        .filter(|(m, p, _, _)| m == method && p.starts_with(CLAIM))
+        .map(|(_, p, _, _)| p.as_str())
+        .collect()
+}
+
+/// A full pool is the machine's own reason, `PoolExhausted` (a Warning
+/// event), not only words in a message; nothing is cloned.
+#[tokio::test]
+async fn an_exhausted_pool_is_the_machines_reason() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let (result, seen) = reconcile(on_pool(with_finalizer(machine("web")), "full"), &vsphere).await;
+    assert_eq!(
+        result.expect("reconcile"),
+        Action::requeue(std::time::Duration::from_secs(5)),
+        "retried with backoff"
+    );
+    let patches = status_patches(&seen);
+    let ready = &patches.last().expect("a status patch")["conditions"][0];
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&json!("False"), &json!("PoolExhausted")),
+        "{ready}"
+    );
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("claim banlieue-system/ns.web.eth0 on IPPool full: PoolExhausted"),
+        "{ready}"
+    );
+    let event = seen
+        .iter()
+        .find(|(_, p, _, _)| p.ends_with("/events"))
+        .map(|(_, _, _, body)| (body["reason"].clone(), body["type"].clone()));
+    assert_eq!(event, Some((json!("PoolExhausted"), json!("Warning"))));
+    assert_eq!(machines.calls("clone"), 0, "nothing cloned");
+}
+
+/// A pool NIC removed from the spec before anything was cloned: its claim
+/// is released (deleted) at once, and the machine is cloned without it.
+#[tokio::test]
+async fn a_removed_nics_claim_is_released_when_nothing_was_cloned() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let world = World {
+        claims: vec![bound_claim("eth1", "instant")],
+        ..world()
+    };
+    let (result, seen) = reconcile_in(world, with_finalizer(machine("web")), &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(
+        claim_requests(&seen, "DELETE"),
+        [format!("{CLAIM}/ns.web.eth1")]
+    );
+    assert_eq!(machines.vms().len(), 1, "cloned");
+}
+
+/// Once the VM was cloned with a pool address, a NIC removed from the spec
+/// (or a NIC whose pool changed) keeps its claim: the guest is configured
+/// with that address, which must not go to another VM. The machine says so
+/// (IPAddressesUpToDate=False, a Warning), stays Ready, and its delete
+/// releases the kept claim once the VM is gone.
+#[tokio::test]
+async fn after_the_clone_a_removed_or_moved_nics_claim_is_kept_said_and_released_on_delete() {
+    let (vsphere, machines) = vsphere_with_machines();
+    // eth0 was cloned on the pool `instant`; the spec now has it on `lab`, and
+    // eth1's pool NIC is gone.
+    let mut m = on_pool(with_finalizer(machine("web")), "instant");
+    let world_with_claims = || World {
+        claims: vec![
+            bound_claim("eth0", "instant"),
+            bound_claim("eth1", "instant"),
+        ],
+        ..world()
+    };
+    let (result, _) = reconcile_in(
+        World {
+            claims: vec![bound_claim("eth0", "instant")],
+            ..world()
+        },
+        m.clone(),
+        &vsphere,
+    )
+    .await;
+    assert!(result.is_ok(), "{result:?}");
+    let uuid = machines.vms()[0].instance_uuid.clone();
+    m.status = Some(crate::api::VSphereMachineStatus {
+        instance_uuid: Some(uuid),
+        ..Default::default()
+    });
+    m.spec.network_interfaces[0].ipam.pool = Some(crate::api::IpPool {
+        name: "lab".into(),
+        ..Default::default()
+    });
+
+    let (result, seen) = reconcile_in(world_with_claims(), m.clone(), &vsphere).await;
+    assert_eq!(result.expect("reconcile"), Action::requeue(RESYNC), "Ready");
+    assert!(claim_requests(&seen, "DELETE").is_empty(), "{seen:?}");
+    assert!(claim_requests(&seen, "POST").is_empty(), "{seen:?}");
+    assert_eq!(machines.calls("clone"), 1, "not cloned again");
+    let last = status_patches(&seen)
+        .last()
+        .copied()
+        .cloned()
+        .unwrap_or_default();
+    let drift = last["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "IPAddressesUpToDate")
+        .cloned()
+        .unwrap_or_else(|| panic!("the condition: {last}"));
+    assert_eq!(
+        (&drift["status"], &drift["reason"]),
+        (&json!("False"), &json!("PoolChanged"))
+    );
+    let message = drift["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("interface eth0: the spec asks for IPPool lab")
+            && message.contains("interface eth1 no longer asks for an IP pool"),
+        "{message}"
+    );
+    let ready = last["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["status"], "True", "still Ready: {last}");
+    let event = seen
+        .iter()
+        .find(|(_, p, _, b)| p.ends_with("/events") && b["reason"] == "PoolChanged")
+        .map(|(_, _, _, body)| body["type"].clone());
+    assert_eq!(event, Some(json!("Warning")));
+
+    // Deleted: the VM goes, then both claims, then the finalizer.
+    m.metadata.deletion_timestamp = Some(crate::conditions::now());
+    let (result, seen) = reconcile_in(world_with_claims(), m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(machines.vms().is_empty());
+    let deleted = claim_requests(&seen, "DELETE");
+    assert_eq!(
+        deleted,
+        [
+            format!("{CLAIM}/ns.web.eth0"),
+            format!("{CLAIM}/ns.web.eth1")
+        ],
+        "the kept claim too"
+    );
+    let last_delete = seen
+        .iter()
+        .rposition(|(m, p, _, _)| m == "DELETE" && p.starts_with(CLAIM))
+        .unwrap_or_default();
+    let released = seen
+        .iter()
+        .position(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch"))
+        .expect("the finalizer is removed");
+    assert!(last_delete < released, "the claims first: {seen:?}");
+}
+
+/// A crash between claim and clone: the claim made (and bound) by the run
+/// that crashed is found again by the next one, which makes no second claim
+/// and clones with that claim's address.
+#[tokio::test]
+async fn after_a_crash_between_claim_and_clone_the_same_claim_is_cloned_with() {
+    let (vsphere, machines) = vsphere_with_machines();
+    let world = World {
+        claims: vec![bound_claim("eth0", "prod")],
+        ..world()
+    };
+    let m = on_pool(with_finalizer(machine("web")), "prod");
+    let (result, seen) = reconcile_in(world, m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(claim_requests(&seen, "POST").is_empty(), "{seen:?}");
+    assert!(claim_requests(&seen, "DELETE").is_empty(), "{seen:?}");
+    assert_eq!(machines.clone_requests().len(), 1);
+    // The mocked API server's IPAddress of the claim.
+    assert_eq!(
+        cloned_network(&machines)["ethernets"]["eth0"]["addresses"],
+        json!(["10.0.0.77/24"])
+    );
 }
