@@ -651,7 +651,13 @@ pub(crate) mod provider {
         /// Answers every request until the client is dropped: a PATCH or POST
         /// with `object` merged with what was sent (status, metadata), anything
         /// else with `object`. Returns (method, path, content type, body) of each.
-        pub(crate) async fn serve_all(mut self, object: Value) -> Seen {
+        /// A request `answer` gives a body for (by method and path) is
+        /// answered with it.
+        pub(crate) async fn serve_all_with(
+            mut self,
+            object: Value,
+            answer: impl Fn(&str, &str) -> Option<Value>,
+        ) -> Seen {
             let mut seen = Vec::new();
             let mut current = object;
             while let Some((request, send)) = self.0.next_request().await {
@@ -668,7 +674,9 @@ pub(crate) mod provider {
                 } else {
                     body_json(request).await
                 };
-                let response = if path.contains("/events") {
+                let response = if let Some(answer) = answer(&method, &path) {
+                    answer
+                } else if path.contains("/events") {
                     body.clone()
                 } else if path.contains("/ipaddressclaims") {
                     // A machine's IP pool claims: created, deleted; a claim on
@@ -863,12 +871,27 @@ pub(crate) mod provider {
     pub(crate) type Seen = Vec<(String, String, String, Value)>;
 
     /// Runs `reconcile` while the API server answers every request
-    /// ([`ApiServer::serve_all`] with `object`); returns the reconcile's
+    /// ([`ApiServer::serve_all_with`] with `object`); returns the reconcile's
     /// result and the requests it made.
     pub(crate) async fn serving_all<V, F, T>(
         ctx: Arc<Context<V>>,
         server: ApiServer,
         object: Value,
+        reconcile: F,
+    ) -> (T, Seen)
+    where
+        V: VSphere,
+        F: std::future::Future<Output = T>,
+    {
+        serving_all_with(ctx, server, object, |_, _| None, reconcile).await
+    }
+
+    /// As [`serving_all`], with `answer` (see [`ApiServer::serve_all_with`]).
+    pub(crate) async fn serving_all_with<V, F, T>(
+        ctx: Arc<Context<V>>,
+        server: ApiServer,
+        object: Value,
+        answer: impl Fn(&str, &str) -> Option<Value> + Send + 'static,
         reconcile: F,
     ) -> (T, Seen)
     where
@@ -882,7 +905,7 @@ pub(crate) mod provider {
             server,
             move |server| {
                 async move {
-                    let _ = tx.send(server.serve_all(object).await);
+                    let _ = tx.send(server.serve_all_with(object, answer).await);
                 }
                 .boxed()
             },

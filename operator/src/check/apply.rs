@@ -1,5 +1,6 @@
 //! `check --apply`: the VSphereMachine lifecycle of the provider role run
-//! over the manifests' machines, until each is Ready or failed.
+//! over the manifests' machines, until each is Ready or failed; then their
+//! VMSnapshots (`snapshots.rs`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -67,6 +68,7 @@ where
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     }
     mirror(world, now);
+    super::snapshots::apply(world, vsphere, now).await;
 }
 
 fn lifecycle_error(machine: &mut VSphereMachine, error: &Error, now: &Time) {
