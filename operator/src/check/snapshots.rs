@@ -11,7 +11,6 @@ use kube::ResourceExt;
 use super::World;
 use crate::api::VMSnapshot;
 use crate::conditions::{self, READY};
-use crate::controllers::provider::readiness as provider;
 use crate::controllers::vmsnapshot::driver::{self, Hooks, Outcome};
 use crate::controllers::vmsnapshot::{retention, step, vm_of};
 use crate::vsphere::VSphere;
@@ -127,21 +126,7 @@ async fn apply_one<V: VSphere>(
             .map(|()| Outcome::Waiting(message))
         }
         Some(machine) => {
-            let provider_ref = &machine.spec.provider_ref;
-            let provider = world
-                .providers
-                .iter()
-                .find(|p| {
-                    p.namespace().as_deref() == Some(provider_ref.namespace.as_str())
-                        && p.name_any() == provider_ref.name
-                })
-                .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
-            let params = provider::connect_params(provider, &*world).map_err(|f| {
-                Error::ProviderUnusable {
-                    reason: f.reason,
-                    message: f.message,
-                }
-            })?;
+            let params = super::apply::connect_params(world, &machine.spec.provider_ref)?;
             let session = vsphere.connect(&params).await?;
             let vm = vm_of(&session, &machine).await?;
             let result = driver::reconcile(

@@ -177,6 +177,7 @@ impl MockMachines {
             let Some(pending) = pending.take() else {
                 return;
             };
+            let reverting = matches!(pending, Pending::RevertSnapshot(_));
             facts.state = TaskState::Success;
             facts.progress = Some(100);
             match pending {
@@ -246,7 +247,7 @@ impl MockMachines {
                     });
                     facts.result = Some(mo_ref);
                 }
-                Pending::RevertSnapshot(snapshot) => {
+                Pending::RevertSnapshot(snapshot) | Pending::RemoveSnapshot(snapshot) => {
                     let Some(list) = s
                         .snapshots
                         .values_mut()
@@ -254,18 +255,12 @@ impl MockMachines {
                     else {
                         return not_found(facts, &snapshot);
                     };
-                    list.iter_mut()
-                        .for_each(|x| x.current = x.mo_ref == snapshot);
-                }
-                Pending::RemoveSnapshot(snapshot) => {
-                    let Some(list) = s
-                        .snapshots
-                        .values_mut()
-                        .find(|l| l.iter().any(|x| x.mo_ref == snapshot))
-                    else {
-                        return not_found(facts, &snapshot);
-                    };
-                    list.retain(|x| x.mo_ref != snapshot);
+                    if reverting {
+                        list.iter_mut()
+                            .for_each(|x| x.current = x.mo_ref == snapshot);
+                    } else {
+                        list.retain(|x| x.mo_ref != snapshot);
+                    }
                 }
             }
         })

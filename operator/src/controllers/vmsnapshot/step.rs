@@ -18,8 +18,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use crate::api::{revert_state, RevertStatus, TaskStatus, VMSnapshot, VMSnapshotStatus};
+use crate::api::{revert_state, RevertStatus, VMSnapshot, VMSnapshotStatus};
 use crate::conditions::{self, Observed, Status, READY};
+use crate::controllers::vspheremachine::step::task_status;
 use crate::vsphere::{SnapshotFacts, SnapshotRequest, TaskFacts, TaskState};
 
 /// `Ready` condition reasons (what each means: [`crate::api::reasons`]).
@@ -179,12 +180,7 @@ fn decide(
 
     // A task in flight is waited for, whatever else is true.
     if let Some(task) = observed.task.as_ref().filter(|t| t.state.in_progress()) {
-        status.task = Some(TaskStatus {
-            mo_ref: task.mo_ref.clone(),
-            progress: task.progress,
-            state: task.state.as_str().into(),
-            operation: recorded.map(String::from),
-        });
+        status.task = Some(task_status(task, recorded.map(String::from)));
         let reason = match recorded {
             _ if deleting => reason::DELETING,
             Some(operation::REVERT) => reason::REVERTING,
@@ -354,7 +350,7 @@ fn decide(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::api::{LocalObjectReference, VMSnapshotSpec};
+    use crate::api::{LocalObjectReference, TaskStatus, VMSnapshotSpec};
     use crate::vsphere;
 
     pub(crate) fn snapshot(name: &str) -> VMSnapshot {
