@@ -363,3 +363,44 @@ async fn a_crash_after_the_request_leaves_one_snapshot_and_delete_removes_it() {
     }
     vcenter.close_all().await;
 }
+
+/// `banlieue check --apply` on manifests with VMSnapshots: they are taken
+/// and listed Ready; a second run finds them and takes none.
+#[test]
+fn check_apply_twice_takes_each_snapshot_once() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let sim = runtime.block_on(simulator());
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("all.yaml"),
+        manifests(&sim) + &snapshots(&["mon", "tue"]),
+    )
+    .expect("write");
+    for run in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_banlieue"))
+            .args(["check", "--apply", "--timeout", "60s", "-f"])
+            .arg(dir.path())
+            .output()
+            .expect("run banlieue");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "run {run}:\n{stdout}\n{stderr}");
+        assert!(
+            stderr.contains("2 VMSnapshot(s), 2 Ready -> PASS"),
+            "{stderr}"
+        );
+        let mon = stdout
+            .lines()
+            .find(|l| l.starts_with("team-a/mon"))
+            .unwrap_or_default();
+        assert!(
+            mon.contains("snapshot-") && mon.contains("Created"),
+            "{stdout}"
+        );
+        assert_eq!(
+            stderr.contains("Snapshotting"),
+            run == 0,
+            "run {run} takes snapshots only the first time: {stderr}"
+        );
+    }
+}
