@@ -700,30 +700,23 @@ async fn the_binaries_provision_schedule_mirror_and_delete_in_cluster_mode() {
     // Deleting a VirtualMachine: its VSphereMachine goes (owner reference), the VM is
     // destroyed, the finalizer released; the other VM stays; its VMSnapshot goes too.
     h.delete(&vm_path("db-prod-02")).await;
-    h.eventually("VSphereMachine db-prod-02 gone", || async {
-        match h.get(&machine_path("db-prod-02")).await {
-            None => Ok(()),
-            Some(m) => Err(format!(
-                "finalizers {}, deletionTimestamp {}, {}",
-                m["metadata"]["finalizers"],
-                m["metadata"]["deletionTimestamp"],
-                brief(&m, "Ready")
-            )),
-        }
-    })
-    .await;
-    h.eventually("VMSnapshot before-upgrade gone", || async {
-        match h.get(&snapshot_path).await {
-            None => Ok(()),
-            Some(s) => Err(format!(
-                "finalizers {}, deletionTimestamp {}, {}",
-                s["metadata"]["finalizers"],
-                s["metadata"]["deletionTimestamp"],
-                brief(&s, "Ready")
-            )),
-        }
-    })
-    .await;
+    for (what, path) in [
+        ("VSphereMachine db-prod-02", machine_path("db-prod-02")),
+        ("VMSnapshot before-upgrade", snapshot_path),
+    ] {
+        h.eventually(&format!("{what} gone"), || async {
+            match h.get(&path).await {
+                None => Ok(()),
+                Some(m) => Err(format!(
+                    "finalizers {}, deletionTimestamp {}, {}",
+                    m["metadata"]["finalizers"],
+                    m["metadata"]["deletionTimestamp"],
+                    brief(&m, "Ready")
+                )),
+            }
+        })
+        .await;
+    }
     let vms = h.cloned_vms().await;
     let names: Vec<&str> = vms.iter().map(|v| v.0.as_str()).collect();
     assert_eq!(names, ["banlieue-system-db-prod-01"], "{vms:?}");
