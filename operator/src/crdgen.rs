@@ -8,8 +8,8 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::api::{
-    reasons, IPAddress, IPAddressClaim, IPPool, Provider, VMClass, VMImage, VSphereMachine,
-    VirtualMachine, GROUP,
+    reasons, IPAddress, IPAddressClaim, IPPool, Provider, VMClass, VMImage, VMSnapshot,
+    VSphereMachine, VirtualMachine, GROUP,
 };
 
 /// Every CRD with the file name it lives under in `deploy/crds/`: banlieue's
@@ -22,6 +22,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("vmimages.yaml", VMImage::crd()),
         ("virtualmachines.yaml", VirtualMachine::crd()),
         ("vspheremachines.yaml", VSphereMachine::crd()),
+        ("vmsnapshots.yaml", VMSnapshot::crd()),
         ("ippools.yaml", IPPool::crd()),
         ("ipam/ipaddressclaims.yaml", IPAddressClaim::crd()),
         ("ipam/ipaddresses.yaml", IPAddress::crd()),

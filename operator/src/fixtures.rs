@@ -584,7 +584,7 @@ pub(crate) mod provider {
     pub(crate) const RESYNC: Duration = Duration::from_secs(300);
 
     /// The test's end of the API server, and the IPAddressClaims it holds
-    /// for [`serve_all`](Self::serve_all).
+    /// for [`serve_all_with`](Self::serve_all_with).
     pub(crate) struct ApiServer(ApiServerHandle, Vec<Value>);
 
     impl ApiServer {
@@ -653,7 +653,13 @@ pub(crate) mod provider {
         /// Answers every request until the client is dropped: a PATCH or POST
         /// with `object` merged with what was sent (status, metadata), anything
         /// else with `object`. Returns (method, path, content type, body) of each.
-        pub(crate) async fn serve_all(mut self, object: Value) -> Seen {
+        /// A request `answer` gives a body for (by method and path) is
+        /// answered with it.
+        pub(crate) async fn serve_all_with(
+            mut self,
+            object: Value,
+            answer: impl Fn(&str, &str) -> Option<Value>,
+        ) -> Seen {
             let mut seen = Vec::new();
             let mut current = object;
             let mut claims: std::collections::BTreeMap<String, Value> = self
@@ -684,7 +690,9 @@ pub(crate) mod provider {
                     body_json(request).await
                 };
                 let mut code = 200;
-                let response = if path.contains("/events") {
+                let response = if let Some(answer) = answer(&method, &path) {
+                    answer
+                } else if path.contains("/events") {
                     body.clone()
                 } else if path.contains("/ipaddressclaims") {
                     // The IP pool claims it holds (the World's, and those
@@ -922,12 +930,27 @@ pub(crate) mod provider {
     pub(crate) type Seen = Vec<(String, String, String, Value)>;
 
     /// Runs `reconcile` while the API server answers every request
-    /// ([`ApiServer::serve_all`] with `object`); returns the reconcile's
+    /// ([`ApiServer::serve_all_with`] with `object`); returns the reconcile's
     /// result and the requests it made.
     pub(crate) async fn serving_all<V, F, T>(
         ctx: Arc<Context<V>>,
         server: ApiServer,
         object: Value,
+        reconcile: F,
+    ) -> (T, Seen)
+    where
+        V: VSphere,
+        F: std::future::Future<Output = T>,
+    {
+        serving_all_with(ctx, server, object, |_, _| None, reconcile).await
+    }
+
+    /// As [`serving_all`], with `answer` (see [`ApiServer::serve_all_with`]).
+    pub(crate) async fn serving_all_with<V, F, T>(
+        ctx: Arc<Context<V>>,
+        server: ApiServer,
+        object: Value,
+        answer: impl Fn(&str, &str) -> Option<Value> + Send + 'static,
         reconcile: F,
     ) -> (T, Seen)
     where
@@ -941,7 +964,7 @@ pub(crate) mod provider {
             server,
             move |server| {
                 async move {
-                    let _ = tx.send(server.serve_all(object).await);
+                    let _ = tx.send(server.serve_all_with(object, answer).await);
                 }
                 .boxed()
             },

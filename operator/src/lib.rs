@@ -23,14 +23,18 @@
 //!   vspheremachine/  mod.rs (finalizer, reconcile), step.rs (pure), driver.rs,
 //!                    request.rs, identity.rs, guestinfo.rs, ipclaims.rs (a pool NIC's
 //!                    IPAddressClaim, bound before the clone)
+//!   vmsnapshot/      mod.rs (finalizer, owner, reconcile), step.rs (pure), driver.rs,
+//!                    retention.rs (pure: which VMSnapshots a VM's retention drops)
 //! vsphere/           the vSphere boundary: no Kubernetes type in it
 //!   mod.rs           the traits (VSphere, Session, Machines), plain data, one Error
+//!   snapshots.rs     the Snapshots trait and its plain data
 //!   mock.rs          a scripted backend (tests and the `testing` feature only)
 //!   vcenter/         the real backend: mod.rs (a session per Provider), inventory.rs,
-//!                    machines.rs, facts.rs (vim25 -> facts, SDK errors), watch.rs
-//! check/             `banlieue check`: mod.rs, apply.rs, schema.rs (the CRDs' OpenAPI checks)
+//!                    machines.rs, snapshots.rs, facts.rs (vim25 -> facts, SDK errors), watch.rs
+//! check/             `banlieue check`: mod.rs, apply.rs, schema.rs (the CRDs' OpenAPI checks),
+//!                    snapshots.rs (`--apply` on VMSnapshots, retention included)
 //! api/               the CRDs, one file per kind (provider.rs, vmclass.rs, vmimage.rs,
-//!                    virtualmachine.rs, vspheremachine.rs, ippool.rs; ipaddress.rs:
+//!                    virtualmachine.rs, vspheremachine.rs, vmsnapshot.rs, ippool.rs; ipaddress.rs:
 //!                    Cluster API's IPAddressClaim and IPAddress), validate.rs (rules beyond
 //!                    the schema), reasons.rs (every condition reason and what it means)
 //! conditions.rs      conditions with a stable lastTransitionTime
@@ -103,6 +107,9 @@ pub enum Error {
     /// Adding or removing the finalizer.
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// Deleting a VMSnapshot, and its vCenter snapshot is not confirmed gone: the finalizer stays.
+    #[error("the snapshot is not confirmed gone yet: {0}")]
+    SnapshotNotGone(String),
 }
 
 impl Error {
@@ -121,6 +128,7 @@ impl Error {
             Error::Stopped(_) => "stopped",
             Error::NotGone(_) => "vm_not_gone",
             Error::Finalizer(_) => "finalizer",
+            Error::SnapshotNotGone(_) => "snapshot_not_gone",
         }
     }
 }

@@ -190,6 +190,7 @@ fn names_scopes_columns_and_status_subresources() {
         ("VMImage", "Cluster"),
         ("VirtualMachine", "Namespaced"),
         ("VSphereMachine", "Namespaced"),
+        ("VMSnapshot", "Namespaced"),
         ("IPPool", "Namespaced"),
     ] {
         assert_eq!(by_kind(kind).spec.scope, scope, "{kind}");
@@ -201,6 +202,7 @@ fn names_scopes_columns_and_status_subresources() {
         "VMImage",
         "VirtualMachine",
         "VSphereMachine",
+        "VMSnapshot",
         "IPPool",
         "IPAddressClaim",
     ] {
@@ -268,6 +270,7 @@ fn the_api_reference_lists_every_condition_reason_of_each_kind() {
         "VMImage",
         "VirtualMachine",
         "VSphereMachine",
+        "VMSnapshot",
         "IPPool",
     ] {
         let section = section(&text, kind);

@@ -139,6 +139,15 @@ fn provider_reads_secrets_only_in_its_namespace_and_patches_providers_for_the_fi
     assert!(verbs_on("vspheremachines").contains(&"watch".to_string()));
     assert!(verbs_on("vspheremachines/status").contains(&"patch".to_string()));
     assert!(verbs_on("vspheremachines/finalizers").contains(&"update".to_string()));
+    // VMSnapshots: their finalizer and owner (patch), status, and deletion
+    // by the VirtualMachine's retention; the VirtualMachine only read.
+    assert_eq!(
+        verbs_on("vmsnapshots"),
+        ["get", "list", "watch", "patch", "update", "delete"]
+    );
+    assert_eq!(verbs_on("vmsnapshots/status"), ["get", "patch"]);
+    assert!(verbs_on("vmsnapshots/finalizers").contains(&"update".to_string()));
+    assert_eq!(verbs_on("virtualmachines"), ["get"]);
     assert!(verbs_on("vmimages")
         .iter()
         .all(|v| ["get", "list", "watch"].contains(&v.as_str())));

@@ -32,6 +32,7 @@ KINDS = {
     "banlieue.io/v1alpha1/vmimages": ("VMImage", False, {"status"}),
     "banlieue.io/v1alpha1/virtualmachines": ("VirtualMachine", True, {"status"}),
     "banlieue.io/v1alpha1/vspheremachines": ("VSphereMachine", True, {"status"}),
+    "banlieue.io/v1alpha1/vmsnapshots": ("VMSnapshot", True, {"status"}),
     "banlieue.io/v1alpha1/ippools": ("IPPool", True, {"status"}),
     # Cluster API's IPAM contract (deploy/crds/ipam/), which the provider role's allocator watches.
     "ipam.cluster.x-k8s.io/v1beta1/ipaddressclaims": ("IPAddressClaim", True, {"status"}),

@@ -207,6 +207,20 @@ impl Harness {
         Some(body)
     }
 
+    async fn post(&self, path: &str, body: &Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.api.url()))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| self.fail(&format!("POST {path}: {e}")));
+        if !response.status().is_success() {
+            self.fail(&format!("POST {path}: {}", response.status()));
+        }
+    }
+
     async fn delete(&self, path: &str) {
         let response = self
             .http
@@ -650,21 +664,59 @@ async fn the_binaries_provision_schedule_mirror_and_delete_in_cluster_mode() {
         assert_eq!(machine["status"]["instanceUUID"], uuid.as_str());
     }
 
-    // Deleting a VirtualMachine: its VSphereMachine goes (owner reference), the VM is
-    // destroyed, the finalizer released; the other VM stays.
-    h.delete(&vm_path("db-prod-02")).await;
-    h.eventually("VSphereMachine db-prod-02 gone", || async {
-        match h.get(&machine_path("db-prod-02")).await {
-            None => Ok(()),
-            Some(m) => Err(format!(
-                "finalizers {}, deletionTimestamp {}, {}",
-                m["metadata"]["finalizers"],
-                m["metadata"]["deletionTimestamp"],
-                brief(&m, "Ready")
-            )),
-        }
-    })
+    // A VMSnapshot of db-prod-02: taken, Ready with its id, owned by the VirtualMachine.
+    let snapshots = format!("/apis/banlieue.io/v1alpha1/namespaces/{NS}/vmsnapshots");
+    h.post(
+        &snapshots,
+        &serde_json::json!({"apiVersion": "banlieue.io/v1alpha1", "kind": "VMSnapshot",
+            "metadata": {"name": "before-upgrade", "namespace": NS},
+            "spec": {"vmRef": {"name": "db-prod-02"}, "description": "before the upgrade"}}),
+    )
     .await;
+    let snapshot_path = format!("{snapshots}/before-upgrade");
+    let snapshot = h
+        .eventually("VMSnapshot before-upgrade Ready=True", || async {
+            let s = h.get(&snapshot_path).await.ok_or("absent")?;
+            match condition(&s, "Ready") {
+                Some(c) if c["status"] == "True" => Ok(s),
+                _ => Err(format!("{}, {}", brief(&s, "Ready"), s["metadata"])),
+            }
+        })
+        .await;
+    assert!(
+        snapshot["status"]["snapshotID"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("snapshot-")),
+        "{}",
+        snapshot["status"]
+    );
+    let vm = h.get(&vm_path("db-prod-02")).await.expect("VirtualMachine");
+    let owner = &snapshot["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["uid"]),
+        (&serde_json::json!("VirtualMachine"), &vm["metadata"]["uid"])
+    );
+
+    // Deleting a VirtualMachine: its VSphereMachine goes (owner reference), the VM is
+    // destroyed, the finalizer released; the other VM stays; its VMSnapshot goes too.
+    h.delete(&vm_path("db-prod-02")).await;
+    for (what, path) in [
+        ("VSphereMachine db-prod-02", machine_path("db-prod-02")),
+        ("VMSnapshot before-upgrade", snapshot_path),
+    ] {
+        h.eventually(&format!("{what} gone"), || async {
+            match h.get(&path).await {
+                None => Ok(()),
+                Some(m) => Err(format!(
+                    "finalizers {}, deletionTimestamp {}, {}",
+                    m["metadata"]["finalizers"],
+                    m["metadata"]["deletionTimestamp"],
+                    brief(&m, "Ready")
+                )),
+            }
+        })
+        .await;
+    }
     let vms = h.cloned_vms().await;
     let names: Vec<&str> = vms.iter().map(|v| v.0.as_str()).collect();
     assert_eq!(names, ["banlieue-system-db-prod-01"], "{vms:?}");

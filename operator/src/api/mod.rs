@@ -15,6 +15,7 @@ pub mod validate;
 mod virtualmachine;
 mod vmclass;
 mod vmimage;
+mod vmsnapshot;
 mod vspheremachine;
 
 pub use ipaddress::*;
@@ -23,6 +24,7 @@ pub use provider::*;
 pub use virtualmachine::*;
 pub use vmclass::*;
 pub use vmimage::*;
+pub use vmsnapshot::*;
 pub use vspheremachine::*;
 
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};

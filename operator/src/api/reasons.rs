@@ -143,6 +143,36 @@ pub mod vspheremachine {
     }
 }
 
+/// A VMSnapshot's `Ready` condition.
+pub mod vmsnapshot {
+    reasons! {
+        CREATING = "Creating", "Ready=False" =>
+            "The snapshot is being requested or taken (the task in `status.task`).";
+        CREATED = "Created", "Ready=True" =>
+            "The snapshot exists in vCenter: `status.snapshotID`, `creationTime` and, where vCenter reports it, \
+             `sizeBytes` describe it.";
+        REVERTING = "Reverting", "Ready=False" => "The VM is being reverted to the snapshot (`spec.revertRequest`).";
+        WAITING_FOR_VM = "WaitingForVM", "Ready=False" =>
+            "The VirtualMachine of `spec.vmRef` has no VM in vCenter yet (no VSphereMachine, or not cloned); \
+             looked at again every 30 seconds.";
+        VM_BUSY = "VMBusy", "Ready=False" =>
+            "vCenter refused the snapshot because another task runs on the VM (perhaps a snapshot request sent \
+             before a restart); the snapshot is looked for again, and asked for again, with backoff.";
+        SNAPSHOT_LOST = "SnapshotLost", "Ready=False" =>
+            "The snapshot was taken but is no longer in vCenter (removed by hand, or its VM replaced); it is not \
+             taken again, since it would be another point in time. Delete the VMSnapshot.";
+        FAILED = "Failed", "Ready=False" =>
+            "Taking the snapshot failed (the fault in the message); retried with backoff.";
+        DELETING = "Deleting", "Ready=False" =>
+            "The snapshot is being removed (its disks consolidated); the finalizer stays until vCenter confirms it is gone.";
+        PROVIDER_NOT_FOUND = "ProviderNotFound", "Ready=False" =>
+            "The Provider of the VM's VSphereMachine does not exist: recreate it, or remove the finalizer to leave \
+             the snapshot in vCenter.";
+        VCENTER_UNRESPONSIVE = "VCenterUnresponsive", "Ready=False" =>
+            "vCenter did not answer within the Provider's call deadline; retried with backoff on a new session.";
+    }
+}
+
 /// A kind's reasons as the API reference lists them, with a note on where
 /// they appear.
 /// The `Ready` condition of the `IPAddressClaim`s the built-in pool binds.
@@ -177,6 +207,10 @@ pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
              differs from the spec).",
             vspheremachine::ALL,
         )),
+        "VMSnapshot" => Some((
+            "The reasons of `status.conditions`; a revert's outcome is in `status.lastRevert`.",
+            vmsnapshot::ALL,
+        )),
         "IPPool" => Some((
             "The reasons of the `Ready` condition of the Cluster API `IPAddressClaim`s the pool binds.",
             ippool::ALL,
@@ -193,7 +227,13 @@ mod tests {
 
     #[test]
     fn each_kind_names_a_reason_once_and_shared_ones_agree() {
-        for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
+        for kind in [
+            "Provider",
+            "VMImage",
+            "VirtualMachine",
+            "VSphereMachine",
+            "VMSnapshot",
+        ] {
             let (_, table) = of_kind(kind).expect("a table");
             let names: BTreeSet<&str> = table.iter().map(|(r, _, _)| *r).collect();
             assert_eq!(names.len(), table.len(), "{kind}: a reason listed twice");
@@ -206,6 +246,14 @@ mod tests {
         assert_eq!(
             vspheremachine::VCENTER_UNRESPONSIVE,
             provider::VCENTER_UNRESPONSIVE
+        );
+        assert_eq!(
+            vmsnapshot::VCENTER_UNRESPONSIVE,
+            provider::VCENTER_UNRESPONSIVE
+        );
+        assert_eq!(
+            vmsnapshot::PROVIDER_NOT_FOUND,
+            vspheremachine::PROVIDER_NOT_FOUND
         );
     }
 }

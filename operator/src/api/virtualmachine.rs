@@ -2,7 +2,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{conditions_schema, Condition, LabelSelector, LocalObjectReference, PowerState};
+use super::{
+    conditions_schema, Condition, LabelSelector, LocalObjectReference, PowerState,
+    SnapshotRetention,
+};
 
 /// The only resource an end user writes: a VM of a class, from an image.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -41,6 +44,9 @@ pub struct VirtualMachineSpec {
     pub placement: Option<Placement>,
     #[serde(default)]
     pub desired_power_state: PowerState,
+    /// How many of the VM's VMSnapshots are kept (see VMSnapshot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_retention: Option<SnapshotRetention>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]

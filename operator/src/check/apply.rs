@@ -1,5 +1,6 @@
 //! `check --apply`: the VSphereMachine lifecycle of the provider role run
-//! over the manifests' machines, until each is Ready or failed.
+//! over the manifests' machines, until each is Ready or failed; then their
+//! VMSnapshots (`snapshots.rs`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -7,13 +8,16 @@ use kube::ResourceExt;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{mirror, World};
-use crate::api::{IPAddressSpec, LocalObjectReference, TypedLocalObjectReference, VSphereMachine};
+use crate::api::{
+    IPAddressSpec, LocalObjectReference, NamespacedReference, TypedLocalObjectReference,
+    VSphereMachine,
+};
 use crate::conditions;
 use crate::controllers::provider::readiness as provider;
 use crate::controllers::vspheremachine::cloud_config_secrets;
 use crate::controllers::vspheremachine::driver::{self, Hooks, Outcome};
 use crate::controllers::vspheremachine::ipclaims;
-use crate::vsphere::VSphere;
+use crate::vsphere::{ConnectParams, VSphere};
 use crate::Error;
 
 /// Where a check's lifecycle writes go: nowhere but the machine itself
@@ -67,6 +71,7 @@ where
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     }
     mirror(world, now);
+    super::snapshots::apply(world, vsphere, now).await;
 }
 
 fn lifecycle_error(machine: &mut VSphereMachine, error: &Error, now: &Time) {
@@ -89,21 +94,9 @@ where
     V: VSphere,
 {
     let machine = world.machines[i].clone();
-    let provider_ref = &machine.spec.provider_ref;
-    let provider = world
-        .providers
-        .iter()
-        .find(|p| {
-            p.namespace().as_deref() == Some(provider_ref.namespace.as_str())
-                && p.name_any() == provider_ref.name
-        })
-        .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
-    let params =
-        provider::connect_params(provider, &*world).map_err(|f| Error::ProviderUnusable {
-            reason: f.reason,
-            message: f.message,
-        })?;
-    let session = vsphere.connect(&params).await?;
+    let session = vsphere
+        .connect(&connect_params(world, &machine.spec.provider_ref)?)
+        .await?;
     let secrets = cloud_config_secrets(&machine, &*world).map_err(Error::CloudConfig)?;
     let mut machine = bind_pool_nics(world, &machine).unwrap_or(machine);
     let result = driver::reconcile(
@@ -123,6 +116,25 @@ where
     machine.spec = world.machines[i].spec.clone();
     world.machines[i] = machine;
     result
+}
+
+/// How to reach the manifests' Provider `provider_ref`.
+pub(super) fn connect_params(
+    world: &World,
+    provider_ref: &NamespacedReference,
+) -> std::result::Result<ConnectParams, Error> {
+    let provider = world
+        .providers
+        .iter()
+        .find(|p| {
+            p.namespace().as_deref() == Some(provider_ref.namespace.as_str())
+                && p.name_any() == provider_ref.name
+        })
+        .ok_or_else(|| Error::ProviderNotFound(provider_ref.clone()))?;
+    provider::connect_params(provider, world).map_err(|f| Error::ProviderUnusable {
+        reason: f.reason,
+        message: f.message,
+    })
 }
 
 /// The machine with its pool NICs bound from the manifests' built-in

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::api::validate::{self, FieldError};
 use crate::api::{
     ImageProviderStatus, NamespacedReference, Provider, VMClass, VMImage, VMImageStatus,
-    VSphereMachine, VirtualMachine, API_VERSION,
+    VMSnapshot, VSphereMachine, VirtualMachine, API_VERSION,
 };
 use crate::conditions::{self, READY, SCHEDULED};
 use crate::controllers::provider::readiness::{
@@ -31,6 +31,7 @@ use crate::{Error, Result};
 
 mod apply;
 pub mod schema;
+mod snapshots;
 pub use apply::apply;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -56,6 +57,7 @@ pub struct World {
     pub images: Vec<VMImage>,
     pub vms: Vec<VirtualMachine>,
     pub machines: Vec<VSphereMachine>,
+    pub snapshots: Vec<VMSnapshot>,
     pub secrets: Vec<Secret>,
     pub config_maps: Vec<ConfigMap>,
     /// Built-in IP pools, and their allocations (by `namespace/pool`) as
@@ -157,7 +159,13 @@ impl World {
         }
         let namespaced = matches!(
             kind.as_str(),
-            "Provider" | "VirtualMachine" | "VSphereMachine" | "Secret" | "ConfigMap" | "IPPool"
+            "Provider"
+                | "VirtualMachine"
+                | "VSphereMachine"
+                | "VMSnapshot"
+                | "Secret"
+                | "ConfigMap"
+                | "IPPool"
         );
         if namespaced && doc.pointer("/metadata/namespace").is_none() {
             if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -196,6 +204,11 @@ impl World {
             (API_VERSION, "VSphereMachine") => {
                 if let Some(m) = typed::<VSphereMachine>(&doc, &mut reject, |_| Vec::new()) {
                     self.machines.push(m);
+                }
+            }
+            (API_VERSION, "VMSnapshot") => {
+                if let Some(s) = typed::<VMSnapshot>(&doc, &mut reject, |_| Vec::new()) {
+                    self.snapshots.push(s);
                 }
             }
             (API_VERSION, "IPPool") => {
@@ -467,11 +480,13 @@ pub fn report(world: &World, output: Output, apply: bool) -> Report {
         .iter()
         .filter(|v| conditions::is_true(&vm_conditions(v), READY))
         .count();
+    let snapshots_ready = snapshots::ready(world);
     let passed = world.rejected.is_empty()
         && providers_ready == world.providers.len()
         && images_ready == world.images.len()
         && scheduled == world.vms.len()
-        && (!apply || ready == world.vms.len());
+        && (!apply || ready == world.vms.len())
+        && (!apply || snapshots_ready == world.snapshots.len());
     let mut summary = format!(
         "{} Provider(s), {providers_ready} Ready; {} VMImage(s), {images_ready} ready; {} VirtualMachine(s), {scheduled} scheduled, {ready} Ready; {} manifest(s) rejected",
         world.providers.len(),
@@ -479,6 +494,12 @@ pub fn report(world: &World, output: Output, apply: bool) -> Report {
         world.vms.len(),
         world.rejected.len()
     );
+    if !world.snapshots.is_empty() {
+        summary.push_str(&format!(
+            "; {} VMSnapshot(s), {snapshots_ready} Ready",
+            world.snapshots.len()
+        ));
+    }
     summary.push_str(if passed { " -> PASS" } else { " -> FAIL" });
     let output = match output {
         Output::Yaml => yaml(world),
@@ -517,6 +538,10 @@ fn yaml(world: &World) -> String {
         .for_each(|o| push(&mut docs, serde_json::to_value(o)));
     world
         .machines
+        .iter()
+        .for_each(|o| push(&mut docs, serde_json::to_value(o)));
+    world
+        .snapshots
         .iter()
         .for_each(|o| push(&mut docs, serde_json::to_value(o)));
     let mut out = String::new();
@@ -747,6 +772,10 @@ fn table(world: &World) -> String {
             ],
             rows,
         ));
+        out.push('\n');
+    }
+    if !world.snapshots.is_empty() {
+        out.push_str(&render_table(snapshots::HEADERS, snapshots::rows(world)));
         out.push('\n');
     }
     out.push_str(&rejected_text(world, ""));

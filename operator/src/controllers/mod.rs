@@ -6,7 +6,8 @@
 //! - [`provider`], [`vmimage`], [`vspheremachine`]: the provider role's kinds,
 //!   sharing [`context::Context`];
 //! - [`ippool`]: the built-in IP pool's allocator, binding Cluster API
-//!   `IPAddressClaim`s.
+//!   `IPAddressClaim`s;
+//! - [`vmsnapshot`]: VMSnapshots (provider role), with [`context::Context`] too.
 //!
 //! And the kit every controller uses, one copy each: per-object [`Backoff`],
 //! [`publish`] of events (notes cut to [`NOTE_LIMIT`]), and [`apply_status`]
@@ -17,6 +18,7 @@ pub mod ippool;
 pub mod provider;
 pub mod virtualmachine;
 pub mod vmimage;
+pub mod vmsnapshot;
 pub mod vspheremachine;
 
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! `banlieue provider vsphere --namespace NS`: one `Controller` per kind the
-//! provider role reconciles (Provider, VMImage, VSphereMachine, and the
-//! built-in IP pool's allocator on IPAddressClaims), the
+//! provider role reconciles (Provider, VMImage, VSphereMachine, VMSnapshot,
+//! and the built-in IP pool's allocator on IPAddressClaims), the
 //! triggers between them (a Provider change, a VM changed in vCenter), and the sweeper that logs out of deleted Providers'
 //! sessions. Wiring only: the decisions are in [`crate::controllers`].
 
@@ -18,7 +18,7 @@ use tracing::info;
 
 use super::log_loop_result;
 use crate::api::{
-    IPAddressClaim, IPPool, NamespacedReference, Provider, VMImage, VSphereMachine,
+    IPAddressClaim, IPPool, NamespacedReference, Provider, VMImage, VMSnapshot, VSphereMachine,
     BUILTIN_POOL_KIND,
 };
 use crate::caches;
@@ -28,6 +28,7 @@ use crate::controllers::ippool::{
 };
 use crate::controllers::provider::{provider_error_policy, reconcile_provider};
 use crate::controllers::vmimage::{image_error_policy, reconcile_image};
+use crate::controllers::vmsnapshot::{reconcile_snapshot, snapshot_error_policy};
 use crate::controllers::vspheremachine::{machine_error_policy, reconcile_machine};
 use crate::health::Metrics;
 use crate::vsphere::VSphere;
@@ -187,11 +188,33 @@ where
         .shutdown_on_signal()
         .run(reconcile_machine, machine_error_policy, ctx.clone())
         .for_each(|result| async move { log_loop_result("VSphereMachine", result) });
+    // VMSnapshots of every namespace (those of this namespace's Providers'
+    // machines are served): spec changes (a revert request), deletion and
+    // the finalizer trigger a reconcile; our own status writes do not.
+    let (snapshots, snapshot_writer) = reflector::store::<VMSnapshot>();
+    let snapshot_stream = reflector::reflector(
+        snapshot_writer,
+        watcher(
+            Api::<VMSnapshot>::all(client_for_allocator.clone()),
+            watcher::Config::default().any_semantic(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::finalizers),
+        Default::default(),
+    );
+    let snapshot_controller = Controller::for_stream(snapshot_stream, snapshots)
+        .shutdown_on_signal()
+        .run(reconcile_snapshot, snapshot_error_policy, ctx.clone())
+        .for_each(|result| async move { log_loop_result("VMSnapshot", result) });
     let allocator = allocator(client_for_allocator, namespace, resync);
     futures::join!(
         provider_controller,
         image_controller,
         machine_controller,
+        snapshot_controller,
         allocator
     );
     sweeper.abort();

@@ -5,7 +5,8 @@
 //!   datacenter, failures to inject, the parameters of every connect;
 //! - [`MockMachines`]: VMs by instance UUID, tasks that stay running until
 //!   waited for (so a "clone in flight" exists), faults injected per
-//!   operation, and counters to assert "exactly one clone".
+//!   operation, and counters to assert "exactly one clone"; each VM's
+//!   snapshots, with vCenter's one-task-at-a-time rule for them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use super::{
     CloneRequest, ConnectParams, Error, ErrorKind, FoundTemplate, Inventory, Machines,
-    ServerIdentity, Session, Shape, TaskFacts, TaskState, VSphere, VmFacts,
+    ServerIdentity, Session, Shape, SnapshotFacts, SnapshotRequest, Snapshots, TaskFacts,
+    TaskState, VSphere, VmFacts,
 };
 
 #[derive(Debug)]
@@ -22,6 +24,9 @@ enum Pending {
     Reconfigure(String, Shape),
     PowerOn(String),
     Destroy(String),
+    CreateSnapshot(String, SnapshotRequest),
+    RevertSnapshot(String),
+    RemoveSnapshot(String),
 }
 
 #[derive(Debug, Default)]
@@ -40,6 +45,8 @@ struct State {
     stream_cache: bool,
     /// Every clone request accepted, in order.
     clone_requests: Vec<CloneRequest>,
+    /// Each VM's snapshots (by VM reference), oldest first.
+    snapshots: BTreeMap<String, Vec<SnapshotFacts>>,
 }
 
 /// The mock (cheap to clone; clones share the state).
@@ -170,6 +177,7 @@ impl MockMachines {
             let Some(pending) = pending.take() else {
                 return;
             };
+            let reverting = matches!(pending, Pending::RevertSnapshot(_));
             facts.state = TaskState::Success;
             facts.progress = Some(100);
             match pending {
@@ -219,9 +227,134 @@ impl MockMachines {
                     if s.vms.remove(&vm).is_none() {
                         not_found(facts, &vm);
                     }
+                    s.snapshots.remove(&vm);
+                }
+                Pending::CreateSnapshot(vm, request) => {
+                    if !s.vms.contains_key(&vm) {
+                        return not_found(facts, &vm);
+                    }
+                    s.next_id += 1;
+                    let mo_ref = format!("snapshot-{}", s.next_id);
+                    let list = s.snapshots.entry(vm).or_default();
+                    list.iter_mut().for_each(|x| x.current = false);
+                    list.push(SnapshotFacts {
+                        mo_ref: mo_ref.clone(),
+                        name: request.name,
+                        description: request.description,
+                        created: mock_time(s.next_id),
+                        size_bytes: Some(4096),
+                        current: true,
+                    });
+                    facts.result = Some(mo_ref);
+                }
+                Pending::RevertSnapshot(snapshot) | Pending::RemoveSnapshot(snapshot) => {
+                    let Some(list) = s
+                        .snapshots
+                        .values_mut()
+                        .find(|l| l.iter().any(|x| x.mo_ref == snapshot))
+                    else {
+                        return not_found(facts, &snapshot);
+                    };
+                    if reverting {
+                        list.iter_mut()
+                            .for_each(|x| x.current = x.mo_ref == snapshot);
+                    } else {
+                        list.retain(|x| x.mo_ref != snapshot);
+                    }
                 }
             }
         })
+    }
+
+    /// A snapshot taken in vCenter by hand (not through the operator).
+    pub fn add_snapshot(&self, vm: &str, name: &str, description: &str) -> String {
+        self.with(|s| {
+            s.next_id += 1;
+            let mo_ref = format!("snapshot-{}", s.next_id);
+            s.snapshots
+                .entry(vm.to_string())
+                .or_default()
+                .push(SnapshotFacts {
+                    mo_ref: mo_ref.clone(),
+                    name: name.into(),
+                    description: description.into(),
+                    created: mock_time(s.next_id),
+                    size_bytes: Some(4096),
+                    current: false,
+                });
+            mo_ref
+        })
+    }
+
+    /// The VM's snapshots, oldest first.
+    pub fn snapshots_of(&self, vm: &str) -> Vec<SnapshotFacts> {
+        self.with(|s| s.snapshots.get(vm).cloned().unwrap_or_default())
+    }
+
+    /// Whether a snapshot task of `vm` is running (vCenter runs one at a time per VM).
+    fn snapshot_busy(&self, vm: &str) -> bool {
+        self.with(|s| {
+            s.tasks.values().any(|(_, pending)| match pending {
+                Some(Pending::CreateSnapshot(v, _)) => v == vm,
+                Some(Pending::RevertSnapshot(x) | Pending::RemoveSnapshot(x)) => s
+                    .snapshots
+                    .get(vm)
+                    .is_some_and(|l| l.iter().any(|f| &f.mo_ref == x)),
+                _ => false,
+            })
+        })
+    }
+}
+
+/// A creation time that grows with the mock's ids (one second each).
+fn mock_time(n: u32) -> String {
+    format!(
+        "2026-12-01T{:02}:{:02}:{:02}Z",
+        (n / 3600) % 24,
+        (n / 60) % 60,
+        n % 60
+    )
+}
+
+impl Snapshots for MockMachines {
+    async fn snapshots(&self, vm: &str) -> Result<Option<Vec<SnapshotFacts>>, Error> {
+        self.enter("snapshots")?;
+        Ok(self.with(|s| {
+            s.vms
+                .contains_key(vm)
+                .then(|| s.snapshots.get(vm).cloned().unwrap_or_default())
+        }))
+    }
+
+    async fn start_create_snapshot(
+        &self,
+        vm: &str,
+        request: &SnapshotRequest,
+    ) -> Result<String, Error> {
+        self.enter("createSnapshot")?;
+        if self.snapshot_busy(vm) {
+            return Err(Error::fault(
+                "TaskInProgress",
+                format!("{vm} has a task in progress"),
+            ));
+        }
+        Ok(self.start(Pending::CreateSnapshot(vm.into(), request.clone())))
+    }
+
+    async fn start_revert_snapshot(&self, snapshot: &str) -> Result<String, Error> {
+        self.enter("revertSnapshot")?;
+        Ok(self.start(Pending::RevertSnapshot(snapshot.into())))
+    }
+
+    async fn start_remove_snapshot(&self, snapshot: &str) -> Result<String, Error> {
+        self.enter("removeSnapshot")?;
+        if !self.with(|s| s.snapshots.values().flatten().any(|x| x.mo_ref == snapshot)) {
+            return Err(Error::fault(
+                "ManagedObjectNotFound",
+                format!("{snapshot} is gone"),
+            ));
+        }
+        Ok(self.start(Pending::RemoveSnapshot(snapshot.into())))
     }
 }
 
@@ -526,5 +659,28 @@ impl Machines for MockSession {
     }
     fn server(&self) -> ServerIdentity {
         self.script.machines.server()
+    }
+}
+
+/// The snapshots on the script's [`MockMachines`].
+impl Snapshots for MockSession {
+    async fn snapshots(&self, vm: &str) -> Result<Option<Vec<SnapshotFacts>>, Error> {
+        self.script.machines.snapshots(vm).await
+    }
+    async fn start_create_snapshot(
+        &self,
+        vm: &str,
+        request: &SnapshotRequest,
+    ) -> Result<String, Error> {
+        self.script
+            .machines
+            .start_create_snapshot(vm, request)
+            .await
+    }
+    async fn start_revert_snapshot(&self, snapshot: &str) -> Result<String, Error> {
+        self.script.machines.start_revert_snapshot(snapshot).await
+    }
+    async fn start_remove_snapshot(&self, snapshot: &str) -> Result<String, Error> {
+        self.script.machines.start_remove_snapshot(snapshot).await
     }
 }

@@ -5,6 +5,8 @@
 //! - [`Session`] reads the inventory and finds templates;
 //! - [`Machines`] (a supertrait of every session) creates, changes and
 //!   destroys VMs, and reports their facts and tasks;
+//! - [`Snapshots`] (also a supertrait of every session, in [`snapshots`])
+//!   takes, reverts and removes VM snapshots;
 //! - [`Error`] is the one error of the boundary, with an [`ErrorKind`] whose
 //!   [`label`](ErrorKind::label) is stable (metrics, condition reasons).
 //!
@@ -35,7 +37,10 @@ use crate::api::{Firmware, NamespacedReference, Provisioning};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod mock;
+pub mod snapshots;
 pub mod vcenter;
+
+pub use snapshots::{SnapshotFacts, SnapshotRequest, Snapshots};
 
 /// A password or other secret: never printed, not even by `Debug`.
 #[derive(Clone, PartialEq, Eq)]
@@ -250,7 +255,7 @@ pub trait VSphere: Send + Sync + 'static {
 
 /// A logged-in vCenter session: the inventory and templates, and (through
 /// [`Machines`]) the VMs. Cheap to clone.
-pub trait Session: Machines {
+pub trait Session: Machines + Snapshots {
     /// Datacenters, clusters, mounted datastores and portgroups, in as few
     /// round trips as the PropertyCollector allows.
     fn inventory(&self) -> impl Future<Output = Result<Inventory, Error>> + Send;

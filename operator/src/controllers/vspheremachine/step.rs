@@ -86,7 +86,8 @@ fn power_label(vsphere: &str) -> String {
     }
 }
 
-fn task_status(t: &TaskFacts, operation: Option<String>) -> TaskStatus {
+/// A task as `status.task` records it.
+pub(crate) fn task_status(t: &TaskFacts, operation: Option<String>) -> TaskStatus {
     TaskStatus {
         mo_ref: t.mo_ref.clone(),
         progress: t.progress,

@@ -14,6 +14,7 @@
 //! - [`inventory`]: [`Session`] (the failure-domain walk, template lookup);
 //! - [`machines`]: [`Machines`](super::Machines) (clone, reconfigure, power,
 //!   destroy, tasks), with placement resolved once per session;
+//! - [`snapshots`]: [`Snapshots`](super::Snapshots) (take, revert, remove);
 //! - [`facts`]: vim25 objects as the boundary's plain facts, SDK errors as
 //!   the boundary's [`Error`];
 //! - [`watch`]: the per-session VM update stream.
@@ -34,6 +35,7 @@ use watch::VmWatch;
 pub mod facts;
 pub mod inventory;
 pub mod machines;
+pub mod snapshots;
 pub mod watch;
 
 /// How the clients are configured.
