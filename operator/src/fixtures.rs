@@ -152,6 +152,10 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
             install_mode: Default::default(),
             guest_agent: None,
             cloud_config_secret_refs: vec![],
+            update_policy: None,
+            restart_requested_at: None,
+            hostname: None,
+            machine_cloud_config_secret_refs: vec![],
         },
     );
     m.metadata.namespace = Some("ns".into());
@@ -236,8 +240,9 @@ pub(crate) mod virtualmachine {
         CreateFails,
         /// Status PATCH adopting the existing machine's placement and mirroring it.
         Adopts,
-        /// Merge PATCH of the machine's desired power state, then the status PATCH.
-        PowerChange,
+        /// Merge PATCH of the machine's spec with this body (desired power
+        /// state; shape, update policy, restart), then the status PATCH.
+        MachineUpdate(Value),
     }
 
     pub(crate) struct ApiServerVerifier(ApiServerHandle);
@@ -304,7 +309,7 @@ pub(crate) mod virtualmachine {
                         assert_eq!(s["conditions"][1]["reason"], "Provisioned");
                         this.handle_events(&["Scheduled", "Provisioned"]).await;
                     }
-                    Scenario::PowerChange => {
+                    Scenario::MachineUpdate(expected) => {
                         let (request, send) = self.next().await;
                         assert_eq!(request.method(), http::Method::PATCH);
                         assert!(
@@ -315,8 +320,7 @@ pub(crate) mod virtualmachine {
                             "{}",
                             request.uri()
                         );
-                        let body = body_json(request).await;
-                        assert_eq!(body, json!({"spec": {"desiredPowerState": "PoweredOff"}}));
+                        assert_eq!(body_json(request).await, expected);
                         let machine =
                             serde_json::to_vec(&machine_owned_by(&vm)).unwrap_or_default();
                         send.send_response(Response::builder().body(Body::from(machine)).unwrap());

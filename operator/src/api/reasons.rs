@@ -125,6 +125,19 @@ pub mod vspheremachine {
             "vCenter did not answer within the Provider's call deadline; retried with backoff on a new session.";
         POWERED_ON = "PoweredOn", "Ready=True" => "The VM is on (with an IP address when it needs one).";
         POWERED_OFF = "PoweredOff", "Ready=True" => "The VM is off, as asked.";
+        RESTARTING = "Restarting", "Ready=False" =>
+            "The guest is being restarted for the VirtualMachine's `banlieue.io/restart-requested-at` annotation \
+             (shut down, hard after a minute, then powered on); once per distinct value, handled in \
+             `status.restartedAt`.";
+        UP_TO_DATE = "UpToDate", "Reconfigured=True" =>
+            "The VM has the CPUs and memory its spec asks for (its VMClass's).";
+        APPLYING = "Applying", "Reconfigured=False" =>
+            "A change of CPUs or memory is being applied: live (what grows, on a VM with hot add) or while the \
+             VM is off; recorded in `status.resize` before it is sent.";
+        POWER_CYCLE_REQUIRED = "PowerCycleRequired", "Reconfigured=False" =>
+            "The change cannot be applied to the running VM (fewer CPUs or less memory, or no hot add): it is \
+             applied the next time the VM is off, or at once (a restart) when the VirtualMachine's \
+             `spec.updatePolicy` is `AllowRestart`.";
     }
 }
 
@@ -154,10 +167,13 @@ pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
         )),
         "VirtualMachine" => Some((
             "The reasons of `status.conditions`; once the VSphereMachine reports, `Ready` is its `Ready` \
-             (reason and message).",
+             (reason and message), and `Reconfigured` its `Reconfigured` (see VSphereMachine).",
             virtualmachine::ALL,
         )),
-        "VSphereMachine" => Some(("The reasons of `status.conditions`.", vspheremachine::ALL)),
+        "VSphereMachine" => Some((
+            "The reasons of `status.conditions` (`Ready`, and `Reconfigured` once the VM is provisioned).",
+            vspheremachine::ALL,
+        )),
         "IPPool" => Some((
             "The reasons of the `Ready` condition of the Cluster API `IPAddressClaim`s the pool binds.",
             ippool::ALL,

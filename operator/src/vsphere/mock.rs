@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    CloneRequest, ConnectParams, Error, ErrorKind, FoundTemplate, Inventory, Machines,
+    CloneRequest, ConnectParams, Error, ErrorKind, FoundTemplate, Inventory, Machines, Resize,
     ServerIdentity, Session, Shape, TaskFacts, TaskState, VSphere, VmFacts,
 };
 
@@ -20,6 +20,7 @@ use super::{
 enum Pending {
     Clone(CloneRequest),
     Reconfigure(String, Shape),
+    Resize(String, Resize),
     PowerOn(String),
     Destroy(String),
 }
@@ -40,6 +41,8 @@ struct State {
     stream_cache: bool,
     /// Every clone request accepted, in order.
     clone_requests: Vec<CloneRequest>,
+    /// Every resize request accepted, in order.
+    resize_requests: Vec<Resize>,
 }
 
 /// The mock (cheap to clone; clones share the state).
@@ -89,6 +92,26 @@ impl MockMachines {
     /// The clone requests accepted, in order.
     pub fn clone_requests(&self) -> Vec<CloneRequest> {
         self.with(|s| s.clone_requests.clone())
+    }
+
+    /// The resize requests accepted, in order.
+    pub fn resize_requests(&self) -> Vec<Resize> {
+        self.with(|s| s.resize_requests.clone())
+    }
+
+    /// Whether a task is still running (not carried out yet).
+    pub fn running(&self, task: &str) -> bool {
+        self.with(|s| s.tasks.get(task).is_some_and(|(_, p)| p.is_some()))
+    }
+
+    /// Enables CPU and memory hot add on a VM (a template that had it).
+    pub fn set_hot_add(&self, vm: &str, cpu: bool, memory: bool) {
+        self.with(|s| {
+            if let Some(v) = s.vms.get_mut(vm) {
+                v.cpu_hot_add = cpu;
+                v.memory_hot_add = memory;
+            }
+        });
     }
 
     /// Calls made, per operation.
@@ -201,6 +224,7 @@ impl MockMachines {
                             instance_uuid: request.instance_uuid,
                             power_state: "poweredOff".into(),
                             ip_addresses: vec![],
+                            host: "esx-01.test".into(),
                             ..Default::default()
                         }
                         .reshaped(&shape),
@@ -209,6 +233,27 @@ impl MockMachines {
                 }
                 Pending::Reconfigure(vm, shape) => match s.vms.get_mut(&vm) {
                     Some(v) => *v = v.clone().reshaped(&shape),
+                    None => not_found(facts, &vm),
+                },
+                // Applied only to the configuration it was decided on, as vCenter does.
+                Pending::Resize(vm, resize) => match s.vms.get_mut(&vm) {
+                    Some(v)
+                        if resize
+                            .change_version
+                            .as_ref()
+                            .is_some_and(|c| *c != v.change_version) =>
+                    {
+                        facts.state = TaskState::Error;
+                        facts.error = Some(Error::fault(
+                            "ConcurrentAccess",
+                            format!("{vm}'s configuration changed since"),
+                        ));
+                    }
+                    Some(v) => {
+                        v.cpus = resize.cpus;
+                        v.memory_mib = resize.memory_mib;
+                        v.change_version = next_version(&v.change_version);
+                    }
                     None => not_found(facts, &vm),
                 },
                 Pending::PowerOn(vm) => match s.vms.get_mut(&vm) {
@@ -223,6 +268,11 @@ impl MockMachines {
             }
         })
     }
+}
+
+/// The change version after one more change.
+fn next_version(version: &str) -> String {
+    (version.parse::<u64>().unwrap_or(0) + 1).to_string()
 }
 
 fn not_found(facts: &mut TaskFacts, vm: &str) {
@@ -318,6 +368,12 @@ impl Machines for MockMachines {
         Ok(self.start(Pending::Reconfigure(vm.into(), shape.clone())))
     }
 
+    async fn start_resize(&self, vm: &str, resize: &Resize) -> Result<String, Error> {
+        self.enter("resize")?;
+        self.with(|s| s.resize_requests.push(resize.clone()));
+        Ok(self.start(Pending::Resize(vm.into(), resize.clone())))
+    }
+
     async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         self.enter("powerOn")?;
         Ok(self.start(Pending::PowerOn(vm.into())))
@@ -365,6 +421,7 @@ impl VmFacts {
         self.secure_boot = shape.firmware == Firmware::EfiSecure;
         self.cpu_hot_add = shape.hot_add_cpu;
         self.memory_hot_add = shape.hot_add_memory;
+        self.change_version = next_version(&self.change_version);
         self
     }
 }
@@ -514,6 +571,9 @@ impl Machines for MockSession {
     }
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
         self.script.machines.start_reconfigure(vm, shape).await
+    }
+    async fn start_resize(&self, vm: &str, resize: &Resize) -> Result<String, Error> {
+        self.script.machines.start_resize(vm, resize).await
     }
     async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         self.script.machines.start_power_on(vm).await

@@ -282,6 +282,12 @@ pub struct VmFacts {
     pub secure_boot: bool,
     pub cpu_hot_add: bool,
     pub memory_hot_add: bool,
+    /// `config.changeVersion`: moves with every change of the VM's
+    /// configuration (empty when vCenter does not report one).
+    pub change_version: String,
+    /// The ESXi host it runs on, by name (its reference when the name
+    /// cannot be read; empty when vCenter reports none).
+    pub host: String,
 }
 
 impl VmFacts {
@@ -388,6 +394,18 @@ pub struct Shape {
     pub extra_config: Vec<(String, String)>,
 }
 
+/// A provisioned VM's CPUs and memory, changed in place (live on a running
+/// VM with hot add, or while it is off).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resize {
+    pub cpus: i32,
+    pub memory_mib: i64,
+    /// The VM's `config.changeVersion` the change applies to: vCenter refuses
+    /// it (`ConcurrentAccess`) once the configuration changed since, so a
+    /// request sent again after a crash is never applied twice.
+    pub change_version: Option<String>,
+}
+
 /// Everything a clone needs, resolved from the VSphereMachine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CloneRequest {
@@ -463,6 +481,14 @@ pub trait Machines: Clone + Send + Sync + 'static {
         &self,
         vm: &str,
         shape: &Shape,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// Changes a provisioned VM's CPUs and memory (only those: no device,
+    /// no firmware), under the change version it was decided on.
+    fn start_resize(
+        &self,
+        vm: &str,
+        resize: &Resize,
     ) -> impl Future<Output = Result<String, Error>> + Send;
 
     fn start_power_on(&self, vm: &str) -> impl Future<Output = Result<String, Error>> + Send;

@@ -25,6 +25,11 @@ pub enum Checkpoint {
     TaskRecorded,
     /// A power-on task finished.
     PoweredOn,
+    /// A resize request (`ReconfigVM_Task`) returned its task, not yet
+    /// written to the status (the change itself is recorded before it is sent).
+    ResizeSent,
+    /// The resize's task reference is written to the status.
+    ResizeRecorded,
 }
 
 /// Where the driver's effects go.
@@ -207,6 +212,24 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                     .await;
                 finished = Some(settle(machine, backend, hooks, &task, options).await?);
             }
+            Action::Resize { vm, resize } => {
+                // The change is in the status already (`apply` wrote it).
+                let task = backend.start_resize(&vm, &resize).await?;
+                hooks.checkpoint(Checkpoint::ResizeSent)?;
+                record(machine, hooks, &task, operation::RESIZE).await?;
+                hooks
+                    .event(
+                        machine,
+                        "Resizing",
+                        &format!(
+                            "setting {} CPUs and {} MiB on {vm} (task {task})",
+                            resize.cpus, resize.memory_mib
+                        ),
+                    )
+                    .await;
+                hooks.checkpoint(Checkpoint::ResizeRecorded)?;
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
+            }
             Action::PowerOn(vm) => {
                 let task = backend.start_power_on(&vm).await?;
                 record(machine, hooks, &task, operation::POWER_ON).await?;
@@ -364,6 +387,11 @@ async fn apply<H: Hooks>(
     if step.transitioned {
         hooks
             .event(machine, &step.ready.reason, &step.ready.message)
+            .await;
+    }
+    if let Some((reconfigured, true)) = &step.reconfigured {
+        hooks
+            .event(machine, &reconfigured.reason, &reconfigured.message)
             .await;
     }
     Ok(())
@@ -845,6 +873,274 @@ mod tests {
             Outcome::Ready
         );
         assert_eq!(mock.vms().len(), 1);
+    }
+
+    fn condition(m: &VSphereMachine, type_: &str) -> (String, String) {
+        m.status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, type_))
+            .map(|c| (c.status.clone(), c.reason.clone()))
+            .unwrap_or_default()
+    }
+
+    /// A Ready machine with hot add on a running VM of 2 CPUs, 2048 MiB.
+    async fn running(mock: &MockMachines, store: &mut Store) -> VSphereMachine {
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        m.spec.hot_add_cpu = true;
+        m.spec.hot_add_memory = true;
+        assert_eq!(
+            run(&mut m, false, mock, store).await.expect("create"),
+            Outcome::Ready
+        );
+        m
+    }
+
+    fn shape(mock: &MockMachines) -> (i32, i64, String, String) {
+        let vm = &mock.vms()[0];
+        (
+            vm.cpus,
+            vm.memory_mib,
+            vm.power_state.clone(),
+            vm.change_version.clone(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_class_change_reaches_a_running_hot_add_vm_live() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        let version = shape(&mock).3;
+        m.spec.cpus = 4;
+        m.spec.memory_mib = 4096;
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("grow"),
+            Outcome::Ready
+        );
+        let (cpus, memory, power, _) = shape(&mock);
+        assert_eq!((cpus, memory, power.as_str()), (4, 4096, "poweredOn"));
+        assert_eq!(
+            (
+                mock.calls("resize"),
+                mock.calls("powerOff"),
+                mock.calls("powerOn")
+            ),
+            (1, 0, 1),
+            "live: no power cycle"
+        );
+        assert_eq!(
+            mock.resize_requests()[0].change_version,
+            Some(version),
+            "under the version it was decided on"
+        );
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("True".into(), reason::UP_TO_DATE.into())
+        );
+        assert!(m.status.as_ref().is_some_and(|s| s.resize.is_none()));
+        assert!(
+            store.events.iter().any(|e| e == "Resizing"),
+            "{:?}",
+            store.events
+        );
+        assert_eq!(
+            m.status.as_ref().and_then(|s| s.host.as_deref()),
+            Some("esx-01.test"),
+            "the host in the status"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_decrease_waits_for_a_power_cycle_then_lands_once_off() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.cpus = 1;
+        m.spec.memory_mib = 1024;
+        for _ in 0..2 {
+            assert_eq!(
+                run(&mut m, false, &mock, &mut store).await.expect("wait"),
+                Outcome::Ready
+            );
+        }
+        assert_eq!(shape(&mock).0, 2, "not applied to the running VM");
+        assert_eq!((mock.calls("resize"), mock.calls("powerOff")), (0, 0));
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("False".into(), reason::POWER_CYCLE_REQUIRED.into())
+        );
+        assert!(store
+            .events
+            .iter()
+            .any(|e| e == reason::POWER_CYCLE_REQUIRED));
+        // Powered off as asked: the change lands, then on again as asked.
+        m.spec.desired_power_state = PowerState::PoweredOff;
+        run(&mut m, false, &mock, &mut store).await.expect("off");
+        let (cpus, memory, power, _) = shape(&mock);
+        assert_eq!((cpus, memory, power.as_str()), (1, 1024, "poweredOff"));
+        m.spec.desired_power_state = PowerState::PoweredOn;
+        run(&mut m, false, &mock, &mut store).await.expect("on");
+        assert_eq!(shape(&mock).2, "poweredOn");
+        assert_eq!(mock.calls("resize"), 1);
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("True".into(), reason::UP_TO_DATE.into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vm_powered_off_behind_our_back_gets_the_change_before_it_is_on_again() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.cpus = 1;
+        run(&mut m, false, &mock, &mut store).await.expect("wait");
+        let vm = mock.vms()[0].mo_ref.clone();
+        mock.set_power(&vm, "poweredOff");
+        run(&mut m, false, &mock, &mut store).await.expect("cycle");
+        let (cpus, _, power, _) = shape(&mock);
+        assert_eq!((cpus, power.as_str()), (1, "poweredOn"));
+    }
+
+    #[tokio::test]
+    async fn allow_restart_applies_a_decrease_at_once() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.cpus = 1;
+        m.spec.update_policy = Some(crate::api::UpdatePolicy::AllowRestart);
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store)
+                .await
+                .expect("restart"),
+            Outcome::Ready
+        );
+        let (cpus, _, power, _) = shape(&mock);
+        assert_eq!((cpus, power.as_str()), (1, "poweredOn"));
+        assert_eq!(
+            (
+                mock.calls("powerOff"),
+                mock.calls("resize"),
+                mock.calls("powerOn")
+            ),
+            (1, 1, 2)
+        );
+    }
+
+    /// A crash at a resize checkpoint, then a fresh driver from what was
+    /// persisted; `vcenter_finishes_first`: the lost request is carried out
+    /// before the restart (else it is still queued when the new one comes).
+    async fn resize_crash(point: Checkpoint, vcenter_finishes_first: bool) -> MockMachines {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        let before = shape(&mock).3.parse::<u32>().expect("a version");
+        m.spec.cpus = 4;
+        store.crash_at = Some(point);
+        let err = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect_err("crashed");
+        assert!(err.to_string().contains("crashed"), "{err}");
+        let mut restarted = store.persisted.clone().expect("persisted");
+        assert!(
+            restarted
+                .status
+                .as_ref()
+                .is_some_and(|s| s.resize.is_some()),
+            "{point:?}: the change was recorded before it was sent"
+        );
+        if vcenter_finishes_first {
+            mock.finish_all();
+        }
+        let outcome = run(&mut restarted, false, &mock, &mut Store::default()).await;
+        assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready), "{point:?}");
+        // What vCenter still had queued runs now.
+        mock.finish_all();
+        let (cpus, _, power, after) = shape(&mock);
+        assert_eq!(
+            (cpus, power.as_str()),
+            (4, "poweredOn"),
+            "{point:?}: applied"
+        );
+        assert_eq!(
+            after.parse::<u32>().expect("a version"),
+            before + 1,
+            "{point:?}: applied once, never twice"
+        );
+        mock
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_the_resize_request_is_sent_applies_it_once() {
+        let mock = resize_crash(Checkpoint::ResizeSent, true).await;
+        assert_eq!(mock.calls("resize"), 1, "it landed: not sent again");
+        // Restarted while the lost request is still queued: sent again under
+        // the same version, and vCenter refuses whichever comes second.
+        let mock = resize_crash(Checkpoint::ResizeSent, false).await;
+        assert_eq!(mock.calls("resize"), 2);
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_the_resize_task_is_recorded_waits_for_that_task() {
+        let mock = resize_crash(Checkpoint::ResizeRecorded, false).await;
+        assert_eq!(mock.calls("resize"), 1, "the recorded task is waited for");
+    }
+
+    #[tokio::test]
+    async fn a_restart_annotation_restarts_once_per_value() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.restart_requested_at = Some("2026-12-06T10:00:00Z".into());
+        for _ in 0..2 {
+            assert_eq!(
+                run(&mut m, false, &mock, &mut store)
+                    .await
+                    .expect("restart"),
+                Outcome::Ready
+            );
+        }
+        assert_eq!(
+            (mock.calls("powerOff"), mock.calls("powerOn")),
+            (1, 2),
+            "one restart for two reconciles of one value"
+        );
+        assert_eq!(
+            m.status.as_ref().and_then(|s| s.restarted_at.as_deref()),
+            Some("2026-12-06T10:00:00Z")
+        );
+        m.spec.restart_requested_at = Some("2026-12-06T11:00:00Z".into());
+        run(&mut m, false, &mock, &mut store).await.expect("again");
+        assert_eq!((mock.calls("powerOff"), mock.calls("powerOn")), (2, 3));
+        assert_eq!(shape(&mock).2, "poweredOn");
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_the_restart_power_on_does_not_restart_again() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.restart_requested_at = Some("t1".into());
+        store.crash_at = Some(Checkpoint::PoweredOn);
+        run(&mut m, false, &mock, &mut store)
+            .await
+            .expect_err("crashed");
+        let mut restarted = store.persisted.clone().expect("persisted");
+        assert_eq!(
+            run(&mut restarted, false, &mock, &mut Store::default())
+                .await
+                .expect("re-run"),
+            Outcome::Ready
+        );
+        assert_eq!((mock.calls("powerOff"), mock.calls("powerOn")), (1, 2));
+        assert_eq!(
+            restarted
+                .status
+                .as_ref()
+                .and_then(|s| s.restarted_at.as_deref()),
+            Some("t1")
+        );
     }
 
     #[derive(Default)]

@@ -82,8 +82,11 @@ pub fn network_config(machine: &VSphereMachine, macs: &[String]) -> Option<Value
 }
 
 /// The `guestinfo.*` extraConfig keys of the clone. `secrets` are the
-/// machine's `cloudConfigSecretRefs`, in order; a missing one is an error
-/// (the caller reports it and does not clone).
+/// machine's `cloudConfigSecretRefs` (the VMImage's), then its
+/// `machineCloudConfigSecretRefs` (the VirtualMachine's), in order: user
+/// data parts in that order, later metadata keys winning, and the instance
+/// id, host name and network config set here winning over all; a missing
+/// one is an error (the caller reports it and does not clone).
 pub fn extra_config(
     machine: &VSphereMachine,
     instance_uuid: &str,
@@ -113,10 +116,13 @@ pub fn extra_config(
     }
     // Ours win: the instance id is what tells cloud-init a clone is a new instance.
     metadata.insert("instance-id".into(), json!(instance_uuid));
-    metadata.insert(
-        "local-hostname".into(),
-        json!(machine.metadata.name.as_deref().unwrap_or_default()),
-    );
+    let hostname = machine
+        .spec
+        .hostname
+        .as_deref()
+        .or(machine.metadata.name.as_deref())
+        .unwrap_or_default();
+    metadata.insert("local-hostname".into(), json!(hostname));
     if let Some(network) = network_config(machine, macs) {
         metadata.insert("network".into(), network);
     }

@@ -17,6 +17,8 @@ pub(crate) const VM_PROPERTIES: &[&str] = &[
     "config.bootOptions.efiSecureBootEnabled",
     "config.cpuHotAddEnabled",
     "config.memoryHotAddEnabled",
+    "config.changeVersion",
+    "runtime.host",
     "guest.ipAddress",
     "guest.net",
 ];
@@ -80,6 +82,18 @@ pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
             .as_ref()
             .and_then(|c| c.memory_hot_add_enabled)
             .unwrap_or(false),
+        change_version: vm
+            .config
+            .as_ref()
+            .map(|c| c.change_version.clone())
+            .unwrap_or_default(),
+        // The reference; the session names it (see `machines`).
+        host: vm
+            .runtime
+            .as_ref()
+            .and_then(|r| r.host.as_ref())
+            .map(|h| h.value.clone())
+            .unwrap_or_default(),
     }
 }
 
