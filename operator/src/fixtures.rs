@@ -757,6 +757,9 @@ pub(crate) mod provider {
         pub config_maps: Vec<ConfigMap>,
         /// The paths of the Secret and ConfigMap GETs made, in order.
         pub reads: Reads,
+        /// Namespaces whose Secrets a Role lets the provider read (besides
+        /// its own).
+        pub granted: Vec<String>,
     }
 
     /// The Secret and ConfigMap paths read, shared with the test.
@@ -769,6 +772,9 @@ pub(crate) mod provider {
         handle: tower_test::mock::Mock<Request<Body>, Response<Body>>,
         objects: Vec<(String, Value)>,
         reads: Reads,
+        /// Namespaces besides the install namespace whose Secrets a Role
+        /// lets the provider read; a Secret GET elsewhere is forbidden.
+        granted: Vec<String>,
     }
 
     impl tower_service::Service<Request<Body>> for ObjectsByName {
@@ -792,7 +798,20 @@ pub(crate) mod provider {
             if let Ok(mut reads) = self.reads.lock() {
                 reads.push(path.clone());
             }
+            let forbidden = path.contains("/secrets/")
+                && !path.starts_with(&format!("/api/v1/namespaces/{NAMESPACE}/"))
+                && !self
+                    .granted
+                    .iter()
+                    .any(|ns| path.starts_with(&format!("/api/v1/namespaces/{ns}/")));
             let response = match self.objects.iter().find(|(p, _)| *p == path) {
+                _ if forbidden => Response::builder().status(403).body(Body::from(
+                    serde_json::to_vec(
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "Forbidden", "code": 403, "message": format!("{path} is forbidden")}),
+                    )
+                    .unwrap_or_default(),
+                )),
                 Some((_, object)) => Response::builder()
                     .body(Body::from(serde_json::to_vec(object).unwrap_or_default())),
                 None => Response::builder().status(404).body(Body::from(
@@ -850,6 +869,7 @@ pub(crate) mod provider {
                 handle: service,
                 objects,
                 reads: self.reads,
+                granted: self.granted,
             };
             let client = Client::new(service, "default");
             let caches = Caches {
