@@ -642,6 +642,18 @@ fn condition_of(world: &World, name: &str, type_: &str) -> (String, String, Stri
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 
+/// The manifests' VirtualMachine `web-1` (deferred install) made Ready by
+/// `check --apply` on a simulator: the simulator (kept while it runs), the
+/// world, the sessions and a client of the test's own.
+async fn web_1_on_the_simulator() -> (Simulator, World, VCenter, Client) {
+    let sim = simulator(small()).await;
+    let mut world = world_of(&manifests(&sim, "deferred", &["web-1"]));
+    let vcenter = VCenter::default();
+    converge(&mut world, &vcenter).await;
+    let client = connect(&sim).await;
+    (sim, world, vcenter, client)
+}
+
 /// The reference of the VM of the VirtualMachine `name`.
 fn mo_ref_of(world: &World, name: &str) -> String {
     machine(world, name)
@@ -757,6 +769,81 @@ async fn class_changes_reach_the_running_vm_live_or_at_the_next_power_off() {
     vcenter.close_all().await;
 }
 
+/// The VM's disk sizes in GiB, smallest first (vcsim moves an edited disk
+/// to the end of the device list).
+async fn disk_sizes(client: &Client, mo_ref: &str) -> Vec<i64> {
+    let vm = read_vm(client, mo_ref, &["config.hardware.device"]).await;
+    let mut sizes: Vec<i64> = vm
+        .config
+        .iter()
+        .flat_map(|c| &c.hardware.device)
+        .filter_map(|d| match d {
+            AnyVirtualDevice::VirtualDisk(d) => Some(d.capacity_in_kb / 1024 / 1024),
+            _ => None,
+        })
+        .collect();
+    sizes.sort();
+    sizes
+}
+
+/// A VMClass's disk edits reach the running VM through `check --apply`: a
+/// grown disk and an added one are read back from vCenter with the VM on
+/// and its boot time unchanged; a shrink is refused with
+/// `Reconfigured=False DiskShrinkRefused` and nothing is sent; a disk
+/// removed from the class is kept (`DiskKept`).
+#[tokio::test]
+async fn disk_changes_reach_the_running_vm_a_shrink_is_refused_a_removal_keeps_the_data() {
+    let (_sim, mut world, vcenter, client) = web_1_on_the_simulator().await;
+    let mo_ref = mo_ref_of(&world, "web-1");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![3, 10]);
+    let booted = hardware(&client, &mo_ref).await.3;
+
+    fn hardware_of(world: &mut World) -> &mut banlieue::api::Hardware {
+        &mut world.classes[0].spec.hardware
+    }
+    hardware_of(&mut world).disks[1].size_gib = 5;
+    let mut logs = hardware_of(&mut world).disks[0].clone();
+    logs.name = "logs".into();
+    logs.size_gib = 2;
+    hardware_of(&mut world).disks.push(logs);
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert_eq!(methods.get("ReconfigVM_Task"), Some(&1), "{methods:?}");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![2, 5, 10]);
+    let (_, _, power, boot) = hardware(&client, &mo_ref).await;
+    assert_eq!((power.as_str(), boot), ("poweredOn", booted), "live");
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "UpToDate"),
+        "{message}"
+    );
+
+    hardware_of(&mut world).disks[1].size_gib = 4;
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert!(!methods.contains_key("ReconfigVM_Task"), "{methods:?}");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![2, 5, 10]);
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "DiskShrinkRefused"),
+        "{message}"
+    );
+    assert!(message.contains("data"), "{message}");
+
+    hardware_of(&mut world).disks[1].size_gib = 5;
+    hardware_of(&mut world).disks.pop();
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert!(!methods.contains_key("ReconfigVM_Task"), "{methods:?}");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![2, 5, 10], "kept");
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "DiskKept"),
+        "{message}"
+    );
+    vcenter.close_all().await;
+}
+
 /// A resize stopped after its request is sent (not yet recorded) or after
 /// its task is recorded: the re-run applies it once, never twice, never
 /// none (the `ReconfigVM_Task` requests counted on the wire).
@@ -833,12 +920,8 @@ async fn a_crash_during_a_resize_applies_it_once() {
 /// once more; the handled value is in the VirtualMachine's status.
 #[tokio::test]
 async fn a_restart_annotation_restarts_the_vm_once_per_value() {
-    let sim = simulator(small()).await;
-    let mut world = world_of(&manifests(&sim, "deferred", &["web-1"]));
-    let vcenter = VCenter::default();
-    converge(&mut world, &vcenter).await;
+    let (_sim, mut world, vcenter, client) = web_1_on_the_simulator().await;
     let mo_ref = mo_ref_of(&world, "web-1");
-    let client = connect(&sim).await;
     let mut boots = vec![hardware(&client, &mo_ref).await.3];
     for value in [
         "2026-12-06T10:00:00Z",

@@ -132,8 +132,15 @@ pub mod vspheremachine {
         UP_TO_DATE = "UpToDate", "Reconfigured=True" =>
             "The VM has the CPUs and memory its spec asks for (its VMClass's).";
         APPLYING = "Applying", "Reconfigured=False" =>
-            "A change of CPUs or memory is being applied: live (what grows, on a VM with hot add) or while the \
-             VM is off; recorded in `status.resize` before it is sent.";
+            "A change is being applied: CPUs or memory live (what grows, on a VM with hot add) or while the \
+             VM is off, recorded in `status.resize` before it is sent; disks grown or added (live), the added \
+             ones recorded in `status.disks` before they are sent.";
+        DISK_SHRINK_REFUSED = "DiskShrinkRefused", "Reconfigured=False" =>
+            "A disk of the spec is smaller than the VM's: disks never shrink, and nothing is attempted (the \
+             message names the disk and both sizes). Other changes go on.";
+        DISK_KEPT = "DiskKept", "Reconfigured=False" =>
+            "A disk the VM has is no longer in its VMClass: it is kept with its data (never deleted by the \
+             operator); remove it in vCenter if it is not wanted.";
         POWER_CYCLE_REQUIRED = "PowerCycleRequired", "Reconfigured=False" =>
             "The change cannot be applied to the running VM (fewer CPUs or less memory, or no hot add): it is \
              applied the next time the VM is off, or at once (a restart) when the VirtualMachine's \

@@ -168,6 +168,26 @@ pub struct VSphereMachineStatus {
     /// or it was off and stays off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarted_at: Option<String>,
+    /// Which of the VM's virtual disks (by device key) is which of
+    /// `spec.disks`: recorded once the VM is provisioned, and for a disk
+    /// added later before it is sent (no key yet: an addition in flight,
+    /// given the key of the disk that appears).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<DiskStatus>,
+    /// The VM's `config.changeVersion` the disk additions in flight were
+    /// decided on (see `resize.changeVersion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks_change_version: Option<String>,
+}
+
+/// One of `spec.disks` and its place among the VM's virtual disks.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskStatus {
+    pub name: String,
+    /// The disk's device key on the VM; absent while it is being added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<i32>,
 }
 
 /// A restart under way: the value asked for, and how far it got.

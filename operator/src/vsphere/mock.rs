@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    CloneRequest, ConnectParams, Error, ErrorKind, FoundTemplate, Inventory, Machines, Resize,
-    ServerIdentity, Session, Shape, TaskFacts, TaskState, VSphere, VmFacts,
+    CloneRequest, ConnectParams, DiskChanges, Error, ErrorKind, FoundTemplate, Inventory, Machines,
+    Resize, ServerIdentity, Session, Shape, TaskFacts, TaskState, VSphere, VmFacts,
 };
 
 #[derive(Debug)]
@@ -21,6 +21,7 @@ enum Pending {
     Clone(CloneRequest),
     Reconfigure(String, Shape),
     Resize(String, Resize),
+    Disks(String, DiskChanges),
     PowerOn(String),
     Destroy(String),
 }
@@ -207,6 +208,12 @@ impl MockMachines {
                     }
                     s.next_id += 1;
                     let mo_ref = format!("vm-{}", s.next_id);
+                    // The template's one disk (grown) and the added ones.
+                    let disks = std::iter::once(request.shape.root_disk_gib.unwrap_or(1))
+                        .chain(request.shape.extra_disks.iter().map(|d| d.size_gib))
+                        .enumerate()
+                        .map(|(i, gib)| (2000 + i as i32, gib as i64 * 1024 * 1024))
+                        .collect();
                     let shape = if s.clone_ignores_shape {
                         Shape {
                             cpus: 1,
@@ -225,6 +232,7 @@ impl MockMachines {
                             power_state: "poweredOff".into(),
                             ip_addresses: vec![],
                             host: "esx-01.test".into(),
+                            disks,
                             ..Default::default()
                         }
                         .reshaped(&shape),
@@ -237,21 +245,29 @@ impl MockMachines {
                 },
                 // Applied only to the configuration it was decided on, as vCenter does.
                 Pending::Resize(vm, resize) => match s.vms.get_mut(&vm) {
-                    Some(v)
-                        if resize
-                            .change_version
-                            .as_ref()
-                            .is_some_and(|c| *c != v.change_version) =>
-                    {
-                        facts.state = TaskState::Error;
-                        facts.error = Some(Error::fault(
-                            "ConcurrentAccess",
-                            format!("{vm}'s configuration changed since"),
-                        ));
-                    }
+                    Some(v) if stale(resize.change_version.as_deref(), v) => concurrent(facts, &vm),
                     Some(v) => {
                         v.cpus = resize.cpus;
                         v.memory_mib = resize.memory_mib;
+                        v.change_version = next_version(&v.change_version);
+                    }
+                    None => not_found(facts, &vm),
+                },
+                Pending::Disks(vm, changes) => match s.vms.get_mut(&vm) {
+                    Some(v) if stale(changes.change_version.as_deref(), v) => {
+                        concurrent(facts, &vm)
+                    }
+                    Some(v) => {
+                        for (key, kib) in &changes.grow {
+                            if let Some(d) = v.disks.iter_mut().find(|d| d.0 == *key) {
+                                d.1 = d.1.max(*kib);
+                            }
+                        }
+                        // New keys, as vCenter assigns them.
+                        for d in &changes.add {
+                            let key = v.disks.iter().map(|d| d.0).max().unwrap_or(2000) + 1;
+                            v.disks.push((key, d.size_gib as i64 * 1024 * 1024));
+                        }
                         v.change_version = next_version(&v.change_version);
                     }
                     None => not_found(facts, &vm),
@@ -268,6 +284,20 @@ impl MockMachines {
             }
         })
     }
+}
+
+/// Was a change decided on a configuration the VM no longer has?
+fn stale(decided: Option<&str>, vm: &VmFacts) -> bool {
+    decided.is_some_and(|c| c != vm.change_version)
+}
+
+/// vCenter refuses a change decided on another configuration.
+fn concurrent(facts: &mut TaskFacts, vm: &str) {
+    facts.state = TaskState::Error;
+    facts.error = Some(Error::fault(
+        "ConcurrentAccess",
+        format!("{vm}'s configuration changed since"),
+    ));
 }
 
 /// The change version after one more change.
@@ -372,6 +402,11 @@ impl Machines for MockMachines {
         self.enter("resize")?;
         self.with(|s| s.resize_requests.push(resize.clone()));
         Ok(self.start(Pending::Resize(vm.into(), resize.clone())))
+    }
+
+    async fn start_disks(&self, vm: &str, changes: &DiskChanges) -> Result<String, Error> {
+        self.enter("disks")?;
+        Ok(self.start(Pending::Disks(vm.into(), changes.clone())))
     }
 
     async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
@@ -574,6 +609,9 @@ impl Machines for MockSession {
     }
     async fn start_resize(&self, vm: &str, resize: &Resize) -> Result<String, Error> {
         self.script.machines.start_resize(vm, resize).await
+    }
+    async fn start_disks(&self, vm: &str, changes: &DiskChanges) -> Result<String, Error> {
+        self.script.machines.start_disks(vm, changes).await
     }
     async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         self.script.machines.start_power_on(vm).await

@@ -288,6 +288,8 @@ pub struct VmFacts {
     /// The ESXi host it runs on, by name (its reference when the name
     /// cannot be read; empty when vCenter reports none).
     pub host: String,
+    /// Its virtual disks in device order: (device key, capacity in KiB).
+    pub disks: Vec<(i32, i64)>,
 }
 
 impl VmFacts {
@@ -406,6 +408,19 @@ pub struct Resize {
     pub change_version: Option<String>,
 }
 
+/// Disk changes of a provisioned VM, applied whether it runs or not: disks
+/// grown (by device key, to a size in KiB) and added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskChanges {
+    /// Where the added disks' datastores are.
+    pub datacenter: String,
+    pub grow: Vec<(i32, i64)>,
+    pub add: Vec<ExtraDisk>,
+    /// As for [`Resize`]: vCenter refuses the change once the VM's
+    /// configuration moved since it was decided.
+    pub change_version: Option<String>,
+}
+
 /// Everything a clone needs, resolved from the VSphereMachine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CloneRequest {
@@ -489,6 +504,14 @@ pub trait Machines: Clone + Send + Sync + 'static {
         &self,
         vm: &str,
         resize: &Resize,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// Grows and adds disks of a provisioned VM (never shrinks or removes
+    /// one), under the change version it was decided on.
+    fn start_disks(
+        &self,
+        vm: &str,
+        changes: &DiskChanges,
     ) -> impl Future<Output = Result<String, Error>> + Send;
 
     fn start_power_on(&self, vm: &str) -> impl Future<Output = Result<String, Error>> + Send;

@@ -8,7 +8,7 @@ use kube::Resource;
 
 use super::schedule::needs_tpm;
 use crate::api::{
-    Ipam, MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork,
+    Disk, Ipam, MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork,
     ResolvedStorage, ScheduledPlacement, TemplateRef, UpdatePolicy, VMClass, VMImage,
     VSphereMachine, VSphereMachineSpec, VirtualMachine, MANAGED_BY_LABEL, RESTART_ANNOTATION,
 };
@@ -58,13 +58,7 @@ pub fn build(
             .hardware
             .disks
             .iter()
-            .map(|d| MachineDisk {
-                name: d.name.clone(),
-                size_gib: d.size_gib,
-                storage_class: d.storage_class.clone(),
-                datastore: datastore(&d.storage_class),
-                provisioning: d.provisioning,
-            })
+            .map(|d| machine_disk(d, datastore(&d.storage_class)))
             .collect(),
         network_interfaces: spec
             .network
@@ -129,6 +123,17 @@ pub fn build(
     }
 }
 
+/// A class's disk as the machine has it, on `datastore`.
+fn machine_disk(disk: &Disk, datastore: String) -> MachineDisk {
+    MachineDisk {
+        name: disk.name.clone(),
+        size_gib: disk.size_gib,
+        storage_class: disk.storage_class.clone(),
+        datastore,
+        provisioning: disk.provisioning,
+    }
+}
+
 /// The restart the VirtualMachine asks for: its annotation's value.
 fn restart_requested_at(vm: &VirtualMachine) -> Option<String> {
     vm.metadata
@@ -140,12 +145,15 @@ fn restart_requested_at(vm: &VirtualMachine) -> Option<String> {
 }
 
 /// What an existing VSphereMachine's spec takes after its creation from its
-/// VirtualMachine and VMClass: the class's CPUs and memory (a class edit),
+/// VirtualMachine and VMClass: the class's CPUs, memory and disks (a class edit),
 /// the update policy and the restart asked for. All of them, when any differs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MachineUpdate {
     pub cpus: u32,
     pub memory_mib: u64,
+    /// The class's disks, on the datastores the machine already uses for
+    /// their storage classes.
+    pub disks: Vec<MachineDisk>,
     pub update_policy: Option<UpdatePolicy>,
     pub restart_requested_at: Option<String>,
 }
@@ -159,15 +167,34 @@ impl MachineUpdate {
         machine: &VSphereMachine,
     ) -> Option<MachineUpdate> {
         let spec = &machine.spec;
+        let datastore = |name: &str, storage_class: &str| {
+            spec.disks
+                .iter()
+                .find(|d| d.name == name)
+                .or_else(|| spec.disks.iter().find(|d| d.storage_class == storage_class))
+                .map(|d| d.datastore.clone())
+                .unwrap_or_default()
+        };
         let wanted = MachineUpdate {
             cpus: class.map_or(spec.cpus, |c| c.spec.hardware.cpus),
             memory_mib: class.map_or(spec.memory_mib, |c| c.spec.hardware.memory_mib),
+            disks: match class {
+                Some(c) => c
+                    .spec
+                    .hardware
+                    .disks
+                    .iter()
+                    .map(|d| machine_disk(d, datastore(&d.name, &d.storage_class)))
+                    .collect(),
+                None => spec.disks.clone(),
+            },
             update_policy: vm.spec.update_policy,
             restart_requested_at: restart_requested_at(vm),
         };
         let current = MachineUpdate {
             cpus: spec.cpus,
             memory_mib: spec.memory_mib,
+            disks: spec.disks.clone(),
             update_policy: spec.update_policy,
             restart_requested_at: spec.restart_requested_at.clone(),
         };
@@ -177,6 +204,7 @@ impl MachineUpdate {
     pub fn apply(&self, spec: &mut VSphereMachineSpec) {
         spec.cpus = self.cpus;
         spec.memory_mib = self.memory_mib;
+        spec.disks = self.disks.clone();
         spec.update_policy = self.update_policy;
         spec.restart_requested_at = self.restart_requested_at.clone();
     }
@@ -186,6 +214,7 @@ impl MachineUpdate {
         serde_json::json!({ "spec": {
             "cpus": self.cpus,
             "memoryMiB": self.memory_mib,
+            "disks": self.disks,
             "updatePolicy": self.update_policy,
             "restartRequestedAt": self.restart_requested_at,
         }})

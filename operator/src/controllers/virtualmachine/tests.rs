@@ -259,7 +259,10 @@ async fn a_class_edit_update_policy_and_restart_reach_the_machine() {
         )]
         .into(),
     );
-    let expected = json!({"spec": {"cpus": 12, "memoryMiB": 65536,
+    world.classes[0].spec.hardware.disks[1].size_gib = 600;
+    let mut disks = serde_json::to_value(&machine.spec.disks).unwrap();
+    disks[1]["sizeGiB"] = json!(600);
+    let expected = json!({"spec": {"cpus": 12, "memoryMiB": 65536, "disks": disks,
         "updatePolicy": "AllowRestart", "restartRequestedAt": "2026-12-06T10:00:00Z"}});
     reconcile_with(world, vm, Scenario::MachineUpdate(expected))
         .await

@@ -25,10 +25,11 @@ pub enum Checkpoint {
     TaskRecorded,
     /// A power-on task finished.
     PoweredOn,
-    /// A resize request (`ReconfigVM_Task`) returned its task, not yet
-    /// written to the status (the change itself is recorded before it is sent).
+    /// A resize or disk change request (`ReconfigVM_Task`) returned its
+    /// task, not yet written to the status (the change itself is recorded
+    /// before it is sent).
     ResizeSent,
-    /// The resize's task reference is written to the status.
+    /// The resize's or disk change's task reference is written to the status.
     ResizeRecorded,
 }
 
@@ -224,6 +225,25 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                         &format!(
                             "setting {} CPUs and {} MiB on {vm} (task {task})",
                             resize.cpus, resize.memory_mib
+                        ),
+                    )
+                    .await;
+                hooks.checkpoint(Checkpoint::ResizeRecorded)?;
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
+            }
+            Action::Disks { vm, changes } => {
+                // Added disks are in the status already (`apply` wrote them).
+                let task = backend.start_disks(&vm, &changes).await?;
+                hooks.checkpoint(Checkpoint::ResizeSent)?;
+                record(machine, hooks, &task, operation::DISKS).await?;
+                hooks
+                    .event(
+                        machine,
+                        "ChangingDisks",
+                        &format!(
+                            "growing {} and adding {} disk(s) on {vm} (task {task})",
+                            changes.grow.len(),
+                            changes.add.len()
                         ),
                     )
                     .await;
@@ -1141,6 +1161,119 @@ mod tests {
                 .and_then(|s| s.restarted_at.as_deref()),
             Some("t1")
         );
+    }
+
+    fn disks_gib(mock: &MockMachines) -> Vec<i64> {
+        mock.vms()[0]
+            .disks
+            .iter()
+            .map(|(_, k)| k / 1024 / 1024)
+            .collect()
+    }
+
+    fn data_disk(name: &str, gib: u64) -> crate::api::MachineDisk {
+        crate::api::MachineDisk {
+            name: name.into(),
+            size_gib: gib,
+            storage_class: "fast".into(),
+            datastore: "LocalDS_0".into(),
+            provisioning: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn disks_grow_and_are_added_live_a_shrink_is_refused_a_removed_one_kept() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        m.spec.disks.push(data_disk("data", 3));
+        run(&mut m, false, &mock, &mut store).await.expect("create");
+        assert_eq!(disks_gib(&mock), vec![20, 3]);
+        // Grow the data disk, add a log disk: live, one request.
+        m.spec.disks[1].size_gib = 5;
+        m.spec.disks.push(data_disk("logs", 2));
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("grow"),
+            Outcome::Ready
+        );
+        assert_eq!(disks_gib(&mock), vec![20, 5, 2]);
+        assert_eq!((mock.calls("disks"), mock.calls("powerOff")), (1, 0));
+        let recorded: Vec<(String, Option<i32>)> = m
+            .status
+            .as_ref()
+            .map(|s| s.disks.iter().map(|d| (d.name.clone(), d.key)).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            recorded,
+            vec![
+                ("root".into(), Some(2000)),
+                ("data".into(), Some(2001)),
+                ("logs".into(), Some(2002))
+            ],
+            "by device key"
+        );
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("True".into(), reason::UP_TO_DATE.into())
+        );
+        // A shrink: refused, never sent.
+        m.spec.disks[1].size_gib = 4;
+        run(&mut m, false, &mock, &mut store).await.expect("shrink");
+        assert_eq!(disks_gib(&mock), vec![20, 5, 2]);
+        assert_eq!(mock.calls("disks"), 1, "nothing attempted");
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("False".into(), reason::DISK_SHRINK_REFUSED.into())
+        );
+        // Removed from the spec: kept with its data.
+        m.spec.disks[1].size_gib = 5;
+        m.spec.disks.pop();
+        run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("removed");
+        assert_eq!(disks_gib(&mock), vec![20, 5, 2], "never deleted");
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("False".into(), reason::DISK_KEPT.into())
+        );
+        assert_eq!(mock.calls("disks"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_a_disk_addition_is_sent_adds_it_once() {
+        for finishes_first in [true, false] {
+            let mock = MockMachines::new();
+            let mut store = Store::default();
+            let mut m = machine("web");
+            m.spec.guest_agent = Some("none".into());
+            run(&mut m, false, &mock, &mut store).await.expect("create");
+            m.spec.disks.push(data_disk("data", 3));
+            store.crash_at = Some(Checkpoint::ResizeSent);
+            run(&mut m, false, &mock, &mut store)
+                .await
+                .expect_err("crashed");
+            let mut restarted = store.persisted.clone().expect("persisted");
+            assert!(
+                restarted
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.disks.iter().any(|d| d.name == "data")),
+                "recorded before it was sent"
+            );
+            if finishes_first {
+                mock.finish_all();
+            }
+            run(&mut restarted, false, &mock, &mut Store::default())
+                .await
+                .expect("re-run");
+            mock.finish_all();
+            assert_eq!(
+                disks_gib(&mock),
+                vec![20, 3],
+                "{finishes_first}: added once"
+            );
+        }
     }
 
     #[derive(Default)]

@@ -14,11 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::identity;
 use crate::api::{
-    InstallMode, PowerState, ResizeStatus, RestartPhase, RestartStatus, TaskStatus, UpdatePolicy,
-    VSphereMachine, VSphereMachineStatus,
+    DiskStatus, InstallMode, PowerState, ResizeStatus, RestartPhase, RestartStatus, TaskStatus,
+    UpdatePolicy, VSphereMachine, VSphereMachineStatus,
 };
 use crate::conditions::{self, Observed, Status, READY};
-use crate::vsphere::{Resize, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
+use crate::vsphere::{
+    DiskChanges, ExtraDisk, Resize, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts,
+};
 
 /// `Ready` condition reasons (what each means: [`crate::api::reasons`]).
 pub mod reason {
@@ -31,6 +33,8 @@ pub mod operation {
     pub const RECONFIGURE: &str = "reconfigure";
     /// CPUs and memory of a provisioned VM.
     pub const RESIZE: &str = "resize";
+    /// Disks of a provisioned VM grown or added.
+    pub const DISKS: &str = "disks";
     pub const POWER_ON: &str = "powerOn";
     pub const DESTROY: &str = "destroy";
 }
@@ -61,6 +65,12 @@ pub enum Action {
     Resize {
         vm: String,
         resize: Resize,
+    },
+    /// Grow and add disks of a provisioned VM (added ones recorded in
+    /// `status.disks` before they are sent).
+    Disks {
+        vm: String,
+        changes: DiskChanges,
     },
     PowerOn(String),
     /// Guest shutdown with a timeout, then hard; `graceful` off for a delete.
@@ -112,7 +122,9 @@ fn task_status(t: &TaskFacts, operation: Option<String>) -> TaskStatus {
 fn reason_of(operation: Option<&str>) -> &'static str {
     match operation {
         Some(operation::CLONE) => reason::CLONING,
-        Some(operation::RECONFIGURE | operation::RESIZE) => reason::RECONFIGURING,
+        Some(operation::RECONFIGURE | operation::RESIZE | operation::DISKS) => {
+            reason::RECONFIGURING
+        }
         Some(operation::POWER_ON) => reason::POWERING_ON,
         Some(operation::DESTROY) => reason::DELETING,
         _ => reason::CLONING,
@@ -332,13 +344,36 @@ fn decide(
             status.provisioned = true;
             let power = power(machine, vm);
             let resize = resize(machine, vm, status);
-            *reconfigured = Some(resize.condition.clone());
+            let disks = disks(machine, vm, status);
+            // The condition that matters most: a refusal, then what the
+            // CPUs and memory need, then disks being changed, then kept ones.
+            *reconfigured = Some(
+                [
+                    disks.refused.clone(),
+                    Some(resize.condition.clone()).filter(|c| c.status != Status::True),
+                    disks.action.as_ref().map(|_| disks.condition.clone()),
+                    disks.kept.clone(),
+                ]
+                .into_iter()
+                .flatten()
+                .next()
+                .unwrap_or_else(|| resize.condition.clone()),
+            );
             // Off: a pending change is applied before the VM is on again.
             if let (Some(action), false) = (&resize.action, vm.powered_on()) {
                 return (
                     action.clone(),
                     not_ready(reason::RECONFIGURING, resize.condition.message.clone()),
                 );
+            }
+            // Disks are grown and added whether the VM runs or not.
+            if let Some(action) = disks.action {
+                let ready = if vm.powered_on() {
+                    power.1.clone()
+                } else {
+                    not_ready(reason::RECONFIGURING, disks.condition.message.clone())
+                };
+                return (action, ready);
             }
             if let Some(step) = restart(machine, vm, status) {
                 return step;
@@ -517,6 +552,167 @@ fn resize(machine: &VSphereMachine, vm: &VmFacts, status: &mut VSphereMachineSta
             ),
         ),
     }
+}
+
+/// What a provisioned VM's disks need (see [`disks`]).
+struct DiskNeed {
+    action: Option<Action>,
+    /// `Reconfigured` while the action is under way.
+    condition: Observed,
+    /// A shrink asked for and refused.
+    refused: Option<Observed>,
+    /// Disks the VM has that the spec no longer names.
+    kept: Option<Observed>,
+}
+
+/// Disks of a provisioned VM against `spec.disks`, by the device keys in
+/// `status.disks` (recorded at first sight: the first disk is the root, the
+/// last ones those the clone added after the template's own): what grows is
+/// grown, what is new added (recorded first, keyless, with the change
+/// version it is decided on, and given the key of the disk that appears), a
+/// shrink refused and never attempted, a disk gone from the spec kept with
+/// its data.
+fn disks(machine: &VSphereMachine, vm: &VmFacts, status: &mut VSphereMachineStatus) -> DiskNeed {
+    let spec = &machine.spec.disks;
+    let condition = |s: Status, reason: &str, message: String| {
+        Observed::new(conditions::RECONFIGURED, s, reason, message)
+    };
+    let mut need = DiskNeed {
+        action: None,
+        condition: condition(Status::True, reason::UP_TO_DATE, String::new()),
+        refused: None,
+        kept: None,
+    };
+    if spec.is_empty() || vm.disks.is_empty() {
+        return need;
+    }
+    if status.disks.is_empty() {
+        // The clone's disks: the root, the template's others, then the added ones.
+        let Some(first_added) = (vm.disks.len() + 1)
+            .checked_sub(spec.len())
+            .filter(|t| *t >= 1)
+        else {
+            return need;
+        };
+        status.disks = spec
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DiskStatus {
+                name: d.name.clone(),
+                key: vm
+                    .disks
+                    .get(if i == 0 { 0 } else { first_added - 1 + i })
+                    .map(|(key, _)| *key),
+            })
+            .collect();
+    }
+    // Additions in flight take the disks that appeared, in order; while
+    // none did and the configuration has not moved they are sent again under
+    // the same change version, and once it has moved they are decided afresh.
+    let appeared: Vec<i32> = vm
+        .disks
+        .iter()
+        .map(|(key, _)| *key)
+        .filter(|key| !status.disks.iter().any(|d| d.key == Some(*key)))
+        .collect();
+    let mut appeared = appeared.into_iter();
+    for d in status.disks.iter_mut().filter(|d| d.key.is_none()) {
+        d.key = appeared.next();
+    }
+    let moved = status
+        .disks_change_version
+        .as_deref()
+        .is_some_and(|v| v != vm.change_version);
+    if moved {
+        status.disks.retain(|d| d.key.is_some());
+    }
+    if status.disks.iter().all(|d| d.key.is_some()) {
+        status.disks_change_version = None;
+    }
+    let mut grow = Vec::new();
+    let mut add = Vec::new();
+    let mut refused = Vec::new();
+    for disk in spec {
+        let wanted = disk.size_gib.min(i64::MAX as u64 / 1024 / 1024) as i64 * 1024 * 1024;
+        let extra = ExtraDisk {
+            size_gib: disk.size_gib,
+            provisioning: disk.provisioning,
+            datastore: disk.datastore.clone(),
+        };
+        let recorded = status.disks.iter().find(|d| d.name == disk.name);
+        let on_vm = recorded
+            .and_then(|d| d.key)
+            .and_then(|key| vm.disks.iter().find(|(k, _)| *k == key));
+        match (recorded, on_vm) {
+            (Some(_), Some(&(key, has))) if wanted > has => grow.push((key, wanted)),
+            (Some(_), Some(&(_, has))) if wanted < has => refused.push(format!(
+                "{} is {} GiB, not {} GiB: disks never shrink",
+                disk.name,
+                has / 1024 / 1024,
+                disk.size_gib
+            )),
+            (Some(_), Some(_)) => {}
+            // In flight, or its disk is gone from the VM: (again) added.
+            (Some(_), None) => add.push(extra),
+            (None, _) => {
+                status.disks.push(DiskStatus {
+                    name: disk.name.clone(),
+                    key: None,
+                });
+                add.push(extra);
+            }
+        }
+    }
+    if !refused.is_empty() {
+        need.refused = Some(condition(
+            Status::False,
+            reason::DISK_SHRINK_REFUSED,
+            format!("{}: nothing attempted", refused.join("; ")),
+        ));
+    }
+    let gone: Vec<&str> = status
+        .disks
+        .iter()
+        .filter(|d| !spec.iter().any(|s| s.name == d.name))
+        .map(|d| d.name.as_str())
+        .collect();
+    if !gone.is_empty() {
+        need.kept = Some(condition(
+            Status::False,
+            reason::DISK_KEPT,
+            format!(
+                "{} no longer in the spec: kept with its data (remove it in vCenter if it is not wanted)",
+                gone.join(", ")
+            ),
+        ));
+    }
+    if grow.is_empty() && add.is_empty() {
+        return need;
+    }
+    let current = Some(vm.change_version.clone()).filter(|v| !v.is_empty());
+    if !add.is_empty() && status.disks_change_version.is_none() {
+        status.disks_change_version = current.clone();
+    }
+    need.condition = condition(
+        Status::False,
+        reason::APPLYING,
+        format!(
+            "growing {} and adding {} disk(s) on {}",
+            grow.len(),
+            add.len(),
+            vm.mo_ref
+        ),
+    );
+    need.action = Some(Action::Disks {
+        vm: vm.mo_ref.clone(),
+        changes: DiskChanges {
+            datacenter: machine.spec.datacenter.clone(),
+            grow,
+            add,
+            change_version: status.disks_change_version.clone().or(current),
+        },
+    });
+    need
 }
 
 /// A restart asked for by `spec.restartRequestedAt` (the VirtualMachine's

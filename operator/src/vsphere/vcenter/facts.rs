@@ -2,7 +2,7 @@
 //! as the boundary's [`Error`]: the one place the real backend translates.
 
 use vsphere_client::mo;
-use vsphere_client::types::{TaskInfo, TaskInfoState};
+use vsphere_client::types::{AnyVirtualDevice, TaskInfo, TaskInfoState};
 
 use crate::vsphere::{ConnectParams, Error, ErrorKind, TaskFacts, TaskState, VmFacts};
 
@@ -19,6 +19,7 @@ pub(crate) const VM_PROPERTIES: &[&str] = &[
     "config.memoryHotAddEnabled",
     "config.changeVersion",
     "runtime.host",
+    "config.hardware.device",
     "guest.ipAddress",
     "guest.net",
 ];
@@ -94,6 +95,21 @@ pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
             .and_then(|r| r.host.as_ref())
             .map(|h| h.value.clone())
             .unwrap_or_default(),
+        disks: vm
+            .config
+            .iter()
+            .flat_map(|c| &c.hardware.device)
+            .filter_map(|d| match d {
+                AnyVirtualDevice::VirtualDisk(disk) => Some((
+                    disk.virtual_device.key,
+                    match disk.capacity_in_bytes {
+                        Some(bytes) if bytes > 0 => bytes / 1024,
+                        _ => disk.capacity_in_kb,
+                    },
+                )),
+                _ => None,
+            })
+            .collect(),
     }
 }
 

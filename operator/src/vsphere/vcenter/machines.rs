@@ -29,7 +29,8 @@ use super::facts::{error, facts_of, task_facts, VM_PROPERTIES};
 use super::VCenterSession;
 use crate::api::{Firmware, Provisioning};
 use crate::vsphere::{
-    CloneRequest, Error, Machines, Resize, ServerIdentity, Shape, TaskFacts, VmFacts,
+    CloneRequest, DiskChanges, Error, ExtraDisk, Machines, Resize, ServerIdentity, Shape,
+    TaskFacts, VmFacts,
 };
 
 /// What a session resolved once: inventory paths to references, port groups.
@@ -204,6 +205,36 @@ impl VCenterSession {
         vm
     }
 
+    /// `config` with `disks` added, each on its datastore.
+    async fn add_disks(
+        &self,
+        mut config: ConfigSpec,
+        datacenter: &str,
+        disks: &[ExtraDisk],
+    ) -> Result<ConfigSpec, Error> {
+        for disk in disks {
+            let datastore = self
+                .required(
+                    &format!(
+                        "{}/datastore/{}",
+                        escape_name(datacenter),
+                        escape_name(&disk.datastore)
+                    ),
+                    "datastore",
+                )
+                .await?;
+            config = config.add_disk(
+                disk.size_gib as i64 * 1024 * 1024,
+                provisioning(disk.provisioning),
+                Some(DiskPlacement {
+                    datastore_name: disk.datastore.clone(),
+                    datastore,
+                }),
+            );
+        }
+        Ok(config)
+    }
+
     async fn network(&self, datacenter: &str, port_group: &str) -> Result<Network, Error> {
         let key = (datacenter.to_string(), port_group.to_string());
         if let Some(found) = self
@@ -254,26 +285,9 @@ impl VCenterSession {
         if let Some(gib) = shape.root_disk_gib {
             config = config.grow_disk(0, gib as i64 * 1024 * 1024);
         }
-        for disk in &shape.extra_disks {
-            let datastore = self
-                .required(
-                    &format!(
-                        "{}/datastore/{}",
-                        escape_name(datacenter),
-                        escape_name(&disk.datastore)
-                    ),
-                    "datastore",
-                )
-                .await?;
-            config = config.add_disk(
-                disk.size_gib as i64 * 1024 * 1024,
-                provisioning(disk.provisioning),
-                Some(DiskPlacement {
-                    datastore_name: disk.datastore.clone(),
-                    datastore,
-                }),
-            );
-        }
+        config = self
+            .add_disks(config, datacenter, &shape.extra_disks)
+            .await?;
         if !shape.nics.is_empty() {
             config = config.replace_nics();
         }
@@ -472,6 +486,50 @@ impl Machines for VCenterSession {
             .reconfig_vm_task(&vm_ref(vm), &spec)
             .await
             .map_err(|e| error(&format!("resizing {vm}"), &e))?;
+        Ok(task.value)
+    }
+
+    async fn start_disks(&self, vm: &str, changes: &DiskChanges) -> Result<String, Error> {
+        // The device changes are computed against the VM's disks as they are.
+        let current = self
+            .client()
+            .properties::<mo::VirtualMachine>(&["config.hardware.device"])
+            .map_err(|e| error("reading the VM's devices", &e))?
+            .get(&vm_ref(vm))
+            .await
+            .map_err(|e| error(&format!("reading {vm}'s devices"), &e))?;
+        let devices = current
+            .config
+            .map(|c| c.hardware.device)
+            .unwrap_or_default();
+        let keys: Vec<i32> = devices
+            .iter()
+            .filter_map(|d| match d {
+                AnyVirtualDevice::VirtualDisk(disk) => Some(disk.virtual_device.key),
+                _ => None,
+            })
+            .collect();
+        let mut config = ConfigSpec::new();
+        for (key, kib) in &changes.grow {
+            let index = keys
+                .iter()
+                .position(|k| k == key)
+                .ok_or_else(|| Error::fault("NotFound", format!("{vm} has no disk {key}")))?;
+            config = config.grow_disk(index, *kib);
+        }
+        config = self
+            .add_disks(config, &changes.datacenter, &changes.add)
+            .await?;
+        let mut spec = config
+            .to_vim(&devices)
+            .map_err(|e| error("the disk changes", &e))?;
+        spec.change_version = changes.change_version.clone().filter(|v| !v.is_empty());
+        let task = self
+            .client()
+            .vim()
+            .reconfig_vm_task(&vm_ref(vm), &spec)
+            .await
+            .map_err(|e| error(&format!("changing {vm}'s disks"), &e))?;
         Ok(task.value)
     }
 
