@@ -179,6 +179,37 @@ mod tests {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The merge order: the image's Secrets, then the VM's own; later
+    /// metadata keys win, the host name asked for wins over all.
+    #[test]
+    fn the_vm_s_own_cloud_config_comes_after_the_image_s_and_its_hostname_wins() {
+        let mut m = machine("web");
+        m.spec.hostname = Some("web-1.example.com".into());
+        let image = secret(
+            "image",
+            &[("metadata", "{region: eu, role: base, local-hostname: x}")],
+        );
+        let own = secret("own", &[("metadata", "{role: db}")]);
+        let keys = extract(&m, &[image, own]);
+        assert_eq!(keys["region"], "eu");
+        assert_eq!(keys["role"], "db", "the VM's own wins");
+        assert_eq!(keys["local-hostname"], "web-1.example.com");
+        m.spec.hostname = None;
+        assert_eq!(
+            extract(&m, &[])["local-hostname"],
+            "web",
+            "the name by default"
+        );
+    }
+
+    fn extract(m: &VSphereMachine, secrets: &[Secret]) -> Value {
+        let keys = extra_config(m, "u-1", &[], secrets).expect("keys");
+        serde_json::from_str(
+            &decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default(),
+        )
+        .expect("json")
+    }
+
     #[test]
     fn userdata_and_metadata_are_base64_with_encoding_keys() {
         let m = machine("web");
