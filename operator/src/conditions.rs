@@ -6,6 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const READY: &str = "Ready";
 pub const SCHEDULED: &str = "Scheduled";
+/// Whether a provisioned VM has the CPUs and memory its spec asks for.
+pub const RECONFIGURED: &str = "Reconfigured";
 /// A deleted object that is kept for a while (a Provider still in use).
 pub const DELETING: &str = "Deleting";
 /// A VSphereMachine's IP pool claims against its spec (a pool changed or

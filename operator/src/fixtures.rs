@@ -152,6 +152,10 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
             install_mode: Default::default(),
             guest_agent: None,
             cloud_config_secret_refs: vec![],
+            update_policy: None,
+            restart_requested_at: None,
+            hostname: None,
+            machine_cloud_config_secret_refs: vec![],
         },
     );
     m.metadata.namespace = Some("ns".into());
@@ -236,8 +240,9 @@ pub(crate) mod virtualmachine {
         CreateFails,
         /// Status PATCH adopting the existing machine's placement and mirroring it.
         Adopts,
-        /// Merge PATCH of the machine's desired power state, then the status PATCH.
-        PowerChange,
+        /// Merge PATCH of the machine's spec with this body (desired power
+        /// state; shape, update policy, restart), then the status PATCH.
+        MachineUpdate(Value),
     }
 
     pub(crate) struct ApiServerVerifier(ApiServerHandle);
@@ -304,7 +309,7 @@ pub(crate) mod virtualmachine {
                         assert_eq!(s["conditions"][1]["reason"], "Provisioned");
                         this.handle_events(&["Scheduled", "Provisioned"]).await;
                     }
-                    Scenario::PowerChange => {
+                    Scenario::MachineUpdate(expected) => {
                         let (request, send) = self.next().await;
                         assert_eq!(request.method(), http::Method::PATCH);
                         assert!(
@@ -315,8 +320,7 @@ pub(crate) mod virtualmachine {
                             "{}",
                             request.uri()
                         );
-                        let body = body_json(request).await;
-                        assert_eq!(body, json!({"spec": {"desiredPowerState": "PoweredOff"}}));
+                        assert_eq!(body_json(request).await, expected);
                         let machine =
                             serde_json::to_vec(&machine_owned_by(&vm)).unwrap_or_default();
                         send.send_response(Response::builder().body(Body::from(machine)).unwrap());
@@ -819,6 +823,9 @@ pub(crate) mod provider {
         pub reads: Reads,
         /// The IPAddressClaims the API server holds at first.
         pub claims: Vec<crate::api::IPAddressClaim>,
+        /// Namespaces whose Secrets a Role lets the provider read (besides
+        /// its own).
+        pub granted: Vec<String>,
     }
 
     /// The Secret and ConfigMap paths read, shared with the test.
@@ -831,6 +838,9 @@ pub(crate) mod provider {
         handle: tower_test::mock::Mock<Request<Body>, Response<Body>>,
         objects: Vec<(String, Value)>,
         reads: Reads,
+        /// Namespaces besides the install namespace whose Secrets a Role
+        /// lets the provider read; a Secret GET elsewhere is forbidden.
+        granted: Vec<String>,
     }
 
     impl tower_service::Service<Request<Body>> for ObjectsByName {
@@ -854,7 +864,20 @@ pub(crate) mod provider {
             if let Ok(mut reads) = self.reads.lock() {
                 reads.push(path.clone());
             }
+            let forbidden = path.contains("/secrets/")
+                && !path.starts_with(&format!("/api/v1/namespaces/{NAMESPACE}/"))
+                && !self
+                    .granted
+                    .iter()
+                    .any(|ns| path.starts_with(&format!("/api/v1/namespaces/{ns}/")));
             let response = match self.objects.iter().find(|(p, _)| *p == path) {
+                _ if forbidden => Response::builder().status(403).body(Body::from(
+                    serde_json::to_vec(
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "Forbidden", "code": 403, "message": format!("{path} is forbidden")}),
+                    )
+                    .unwrap_or_default(),
+                )),
                 Some((_, object)) => Response::builder()
                     .body(Body::from(serde_json::to_vec(object).unwrap_or_default())),
                 None => Response::builder().status(404).body(Body::from(
@@ -912,6 +935,7 @@ pub(crate) mod provider {
                 handle: service,
                 objects,
                 reads: self.reads,
+                granted: self.granted,
             };
             let client = Client::new(service, "default");
             let caches = Caches {

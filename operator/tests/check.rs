@@ -158,7 +158,34 @@ async fn the_guide_schedules_end_to_end() {
             .map(|v| v.status.clone())
             .collect::<Vec<_>>()
     );
-    assert_eq!(world.machines.len(), 1);
+    assert_eq!(world.machines.len(), 2);
+
+    // The example with its own identity: its static address in place of the
+    // class's DHCP, and its host name, on its VSphereMachine.
+    let own = world
+        .machines
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == Some("db-prod-static"))
+        .expect("db-prod-static's machine");
+    assert_eq!(
+        own.spec.network_interfaces[0]
+            .ipam
+            .static_
+            .as_ref()
+            .map(|s| s.address.as_str()),
+        Some("10.0.10.23/24")
+    );
+    assert_eq!(
+        own.spec.hostname.as_deref(),
+        Some("db-prod-static.example.com")
+    );
+    assert!(
+        world.machines[0].spec.network_interfaces[0]
+            .ipam
+            .static_
+            .is_none(),
+        "the guide's VM keeps the class's DHCP"
+    );
 }
 
 #[tokio::test]
@@ -190,7 +217,9 @@ async fn vms_spread_over_failure_domains() {
             "prod-vsphere-dc1-c1",
             "prod-vsphere-dc1-c2",
             "prod-vsphere-dc2-c3",
-            "prod-vsphere-dc1-c1"
+            "prod-vsphere-dc1-c1",
+            // The example with its own identity, last by name.
+            "prod-vsphere-dc1-c2"
         ]
     );
 }

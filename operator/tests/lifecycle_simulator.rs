@@ -181,6 +181,17 @@ fn extra_config(vm: &mo::VirtualMachine) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The cloud-init user data of a VM's guestinfo (decoded).
+fn user_data(extra: &BTreeMap<String, String>) -> String {
+    guestinfo::decode(
+        extra
+            .get("guestinfo.userdata")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default()
+}
+
 /// The cloud-init metadata of a VM's guestinfo (decoded JSON).
 fn metadata(extra: &BTreeMap<String, String>) -> serde_json::Value {
     serde_json::from_str(
@@ -220,17 +231,7 @@ async fn guest_reports_ip(client: Client, uuid: String, ip: &'static str) {
 }
 
 fn ready_of(world: &World, name: &str) -> (String, String, String) {
-    let vm = world
-        .vms
-        .iter()
-        .find(|v| v.metadata.name.as_deref() == Some(name))
-        .expect("VirtualMachine");
-    let c = vm
-        .status
-        .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, conditions::READY))
-        .expect("Ready");
-    (c.status.clone(), c.reason.clone(), c.message.clone())
+    condition_of(world, name, conditions::READY)
 }
 
 fn machine<'a>(world: &'a World, name: &str) -> &'a VSphereMachine {
@@ -385,13 +386,7 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
         extra.get("guestinfo.metadata.encoding").map(String::as_str),
         Some("base64")
     );
-    let user = guestinfo::decode(
-        extra
-            .get("guestinfo.userdata")
-            .map(String::as_str)
-            .unwrap_or_default(),
-    )
-    .unwrap_or_default();
+    let user = user_data(&extra);
     assert!(user.contains("packages: [nginx]"), "{user}");
     let meta = metadata(&extra);
     assert_eq!(meta["instance-id"], uuid.as_str());
@@ -576,6 +571,435 @@ async fn power_off_and_on_again_then_delete_removes_the_vm() {
         (0, 0),
         "deletion removes the VM"
     );
+}
+
+/// `check`'s reconcilers, then `check --apply` (up to a minute): what a
+/// user re-running `banlieue check --apply` on edited manifests gets.
+async fn converge(world: &mut World, vcenter: &VCenter) {
+    check::reconcile(world, vcenter, &conditions::now()).await;
+    check::apply(
+        world,
+        vcenter,
+        Instant::now() + Duration::from_secs(60),
+        &conditions::now(),
+    )
+    .await;
+}
+
+/// The properties `paths` of the VM `mo_ref`, read from vCenter.
+async fn read_vm(client: &Client, mo_ref: &str, paths: &[&str]) -> mo::VirtualMachine {
+    client
+        .properties::<mo::VirtualMachine>(paths)
+        .expect("paths")
+        .get(&vsphere_client::types::ManagedObjectReference {
+            type_: "VirtualMachine".into(),
+            value: mo_ref.into(),
+        })
+        .await
+        .expect("the VM")
+}
+
+/// The guestinfo keys (extraConfig) of a VM, read from vCenter.
+async fn extra_config_of(client: &Client, mo_ref: &str) -> BTreeMap<String, String> {
+    extra_config(&read_vm(client, mo_ref, &["config.extraConfig"]).await)
+}
+
+/// CPUs, memory, power state and boot time of a VM, read from vCenter.
+async fn hardware(client: &Client, mo_ref: &str) -> (i32, i32, String, String) {
+    let vm = read_vm(
+        client,
+        mo_ref,
+        &[
+            "config.hardware",
+            "runtime.powerState",
+            // vcsim updates the summary's boot time at power-on.
+            "summary.runtime.bootTime",
+        ],
+    )
+    .await;
+    let config = vm.config.expect("config");
+    let runtime = vm.runtime.expect("runtime");
+    let boot = vm.summary.and_then(|s| s.runtime.boot_time);
+    (
+        config.hardware.num_cpu,
+        config.hardware.memory_mb,
+        runtime.power_state.as_str().to_string(),
+        format!("{boot:?}"),
+    )
+}
+
+fn condition_of(world: &World, name: &str, type_: &str) -> (String, String, String) {
+    let vm = world
+        .vms
+        .iter()
+        .find(|v| v.metadata.name.as_deref() == Some(name))
+        .expect("VirtualMachine");
+    let c = vm
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, type_))
+        .unwrap_or_else(|| panic!("{type_} on {name}: {:?}", vm.status));
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+/// The manifests' VirtualMachine `web-1` (deferred install) made Ready by
+/// `check --apply` on a simulator: the simulator (kept while it runs), the
+/// world, the sessions and a client of the test's own.
+async fn web_1_on_the_simulator() -> (Simulator, World, VCenter, Client) {
+    let sim = simulator(small()).await;
+    let mut world = world_of(&manifests(&sim, "deferred", &["web-1"]));
+    let vcenter = VCenter::default();
+    converge(&mut world, &vcenter).await;
+    let client = connect(&sim).await;
+    (sim, world, vcenter, client)
+}
+
+/// The reference of the VM of the VirtualMachine `name`.
+fn mo_ref_of(world: &World, name: &str) -> String {
+    machine(world, name)
+        .status
+        .as_ref()
+        .and_then(|s| s.mo_ref.clone())
+        .expect("moref")
+}
+
+/// The manifests' class with CPU and memory hot add (the Provider offering both).
+fn hot_add_manifests(sim: &Simulator, names: &[&str]) -> String {
+    let text = manifests(sim, "deferred", names)
+        .replace(
+            "features: [hotAddCPU, vtpm, efiSecureBoot]",
+            "features: [hotAddCPU, hotAddMemory, vtpm, efiSecureBoot]",
+        )
+        .replace(
+            "  features: [hotAddCPU]\n",
+            "  features: [hotAddCPU, hotAddMemory]\n",
+        );
+    assert!(text.contains("  features: [hotAddCPU, hotAddMemory]\n"));
+    text
+}
+
+/// [`converge`], and the methods it called on the Provider's session.
+async fn converge_counting(world: &mut World, vcenter: &VCenter) -> BTreeMap<&'static str, u64> {
+    check::reconcile(world, vcenter, &conditions::now()).await;
+    let provider = banlieue::api::NamespacedReference {
+        namespace: "banlieue-system".into(),
+        name: "vc".into(),
+    };
+    let client = vcenter.client(&provider).await.expect("session");
+    let before = client.call_stats();
+    converge(world, vcenter).await;
+    calls_since(&client, &before).1
+}
+
+/// A VMClass edit reaches the running VM through `check`'s reconcilers:
+/// more CPUs and memory on a VM with hot add are read back from vCenter
+/// with the VM on and its boot time unchanged (no power cycle); fewer wait
+/// with `Reconfigured=False PowerCycleRequired` and land once the VM is off.
+/// vcsim 0.24 accepts any CPU or memory change on a running VM (it enforces
+/// no hot-add rule), so that the decrease is never tried on the running VM
+/// is proven by what is sent: no `ReconfigVM_Task` until it is off.
+#[tokio::test]
+async fn class_changes_reach_the_running_vm_live_or_at_the_next_power_off() {
+    let sim = simulator(small()).await;
+    let mut world = world_of(&hot_add_manifests(&sim, &["web-1"]));
+    let vcenter = VCenter::default();
+    converge(&mut world, &vcenter).await;
+    let (ready, reason, message) = ready_of(&world, "web-1");
+    assert_eq!(ready, "True", "{reason}: {message}");
+    let mo_ref = mo_ref_of(&world, "web-1");
+    let client = connect(&sim).await;
+    let (cpus, memory, power, booted) = hardware(&client, &mo_ref).await;
+    assert_eq!((cpus, memory, power.as_str()), (2, 2048, "poweredOn"));
+    let host = world.vms[0].status.as_ref().and_then(|s| s.host.clone());
+    assert!(
+        host.as_deref().is_some_and(|h| h.starts_with("DC0_")),
+        "the VirtualMachine names its host: {host:?}"
+    );
+
+    // More: live.
+    world.classes[0].spec.hardware.cpus = 4;
+    world.classes[0].spec.hardware.memory_mib = 4096;
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert_eq!(
+        machine(&world, "web-1").spec.cpus,
+        4,
+        "the machine carries the shape"
+    );
+    assert_eq!(methods.get("ReconfigVM_Task"), Some(&1), "{methods:?}");
+    for power_call in ["PowerOffVM_Task", "ShutdownGuest", "PowerOnVM_Task"] {
+        assert!(!methods.contains_key(power_call), "{methods:?}");
+    }
+    assert_eq!(
+        hardware(&client, &mo_ref).await,
+        (4, 4096, "poweredOn".to_string(), booted.clone()),
+        "read back from vCenter, no power cycle (same boot time)"
+    );
+    let (status, reason, _) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "UpToDate"));
+
+    // Fewer: waits for a power cycle, nothing sent.
+    world.classes[0].spec.hardware.cpus = 2;
+    world.classes[0].spec.hardware.memory_mib = 2048;
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert!(!methods.contains_key("ReconfigVM_Task"), "{methods:?}");
+    assert_eq!(
+        hardware(&client, &mo_ref).await,
+        (4, 4096, "poweredOn".to_string(), booted),
+        "never a surprise restart"
+    );
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "PowerCycleRequired"),
+        "{message}"
+    );
+    assert_eq!(ready_of(&world, "web-1").0, "True", "still Ready");
+
+    // Powered off: it lands.
+    world.vms[0].spec.desired_power_state = PowerState::PoweredOff;
+    converge(&mut world, &vcenter).await;
+    let (cpus, memory, power, _) = hardware(&client, &mo_ref).await;
+    assert_eq!((cpus, memory, power.as_str()), (2, 2048, "poweredOff"));
+    world.vms[0].spec.desired_power_state = PowerState::PoweredOn;
+    converge(&mut world, &vcenter).await;
+    let (cpus, memory, power, _) = hardware(&client, &mo_ref).await;
+    assert_eq!((cpus, memory, power.as_str()), (2, 2048, "poweredOn"));
+    let (status, reason, _) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "UpToDate"));
+    vcenter.close_all().await;
+}
+
+/// The VM's disk sizes in GiB, smallest first (vcsim moves an edited disk
+/// to the end of the device list).
+async fn disk_sizes(client: &Client, mo_ref: &str) -> Vec<i64> {
+    let vm = read_vm(client, mo_ref, &["config.hardware.device"]).await;
+    let mut sizes: Vec<i64> = vm
+        .config
+        .iter()
+        .flat_map(|c| &c.hardware.device)
+        .filter_map(|d| match d {
+            AnyVirtualDevice::VirtualDisk(d) => Some(d.capacity_in_kb / 1024 / 1024),
+            _ => None,
+        })
+        .collect();
+    sizes.sort();
+    sizes
+}
+
+/// A VMClass's disk edits reach the running VM through `check --apply`: a
+/// grown disk and an added one are read back from vCenter with the VM on
+/// and its boot time unchanged; a shrink is refused with
+/// `Reconfigured=False DiskShrinkRefused` and nothing is sent; a disk
+/// removed from the class is kept (`DiskKept`).
+#[tokio::test]
+async fn disk_changes_reach_the_running_vm_a_shrink_is_refused_a_removal_keeps_the_data() {
+    let (_sim, mut world, vcenter, client) = web_1_on_the_simulator().await;
+    let mo_ref = mo_ref_of(&world, "web-1");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![3, 10]);
+    let booted = hardware(&client, &mo_ref).await.3;
+
+    fn hardware_of(world: &mut World) -> &mut banlieue::api::Hardware {
+        &mut world.classes[0].spec.hardware
+    }
+    hardware_of(&mut world).disks[1].size_gib = 5;
+    let mut logs = hardware_of(&mut world).disks[0].clone();
+    logs.name = "logs".into();
+    logs.size_gib = 2;
+    hardware_of(&mut world).disks.push(logs);
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert_eq!(methods.get("ReconfigVM_Task"), Some(&1), "{methods:?}");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![2, 5, 10]);
+    let (_, _, power, boot) = hardware(&client, &mo_ref).await;
+    assert_eq!((power.as_str(), boot), ("poweredOn", booted), "live");
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "UpToDate"),
+        "{message}"
+    );
+
+    hardware_of(&mut world).disks[1].size_gib = 4;
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert!(!methods.contains_key("ReconfigVM_Task"), "{methods:?}");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![2, 5, 10]);
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "DiskShrinkRefused"),
+        "{message}"
+    );
+    assert!(message.contains("data"), "{message}");
+
+    hardware_of(&mut world).disks[1].size_gib = 5;
+    hardware_of(&mut world).disks.pop();
+    let methods = converge_counting(&mut world, &vcenter).await;
+    assert!(!methods.contains_key("ReconfigVM_Task"), "{methods:?}");
+    assert_eq!(disk_sizes(&client, &mo_ref).await, vec![2, 5, 10], "kept");
+    let (status, reason, message) = condition_of(&world, "web-1", "Reconfigured");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "DiskKept"),
+        "{message}"
+    );
+    vcenter.close_all().await;
+}
+
+/// A resize stopped after its request is sent (not yet recorded) or after
+/// its task is recorded: the re-run applies it once, never twice, never
+/// none (the `ReconfigVM_Task` requests counted on the wire).
+#[tokio::test]
+async fn a_crash_during_a_resize_applies_it_once() {
+    let sim = simulator(small()).await;
+    let names = ["rs-sent", "rs-recorded"];
+    let world = scheduled_world(&sim, &names).await;
+    let client = connect(&sim).await;
+    for (name, point) in names
+        .into_iter()
+        .zip([Checkpoint::ResizeSent, Checkpoint::ResizeRecorded])
+    {
+        let mut m = world
+            .machines
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(name))
+            .cloned()
+            .expect("machine");
+        let outcome = run_fresh(&world, &mut m, false, &mut Store::default()).await;
+        assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready), "{name}");
+        let mo_ref = m
+            .status
+            .as_ref()
+            .and_then(|s| s.mo_ref.clone())
+            .expect("moref");
+        // The class has CPU hot add: 2 -> 4 CPUs is a live change.
+        m.spec.cpus = 4;
+        let logs = CapturedLogs::default();
+        let restarted = {
+            let _wire = tracing::subscriber::set_default(logs.subscriber(tracing::Level::TRACE));
+            let mut first = Store {
+                crash_at: Some(point),
+                ..Default::default()
+            };
+            let crashed = run_fresh(&world, &mut m, false, &mut first).await;
+            assert!(
+                matches!(&crashed, Err(banlieue::Error::Stopped(_))),
+                "{point:?}: {crashed:?}"
+            );
+            let mut restarted = first.persisted.clone().expect("persisted");
+            assert!(
+                restarted
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.resize.is_some()),
+                "{point:?}: recorded before it was sent"
+            );
+            let outcome = run_fresh(&world, &mut restarted, false, &mut Store::default()).await;
+            assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready), "{point:?}");
+            restarted
+        };
+        let sent = logs
+            .text()
+            .lines()
+            .filter(|l| l.contains("request: ") && l.contains("<ReconfigVM_Task"))
+            .count();
+        assert_eq!(sent, 1, "{point:?}: one request, never two");
+        let (cpus, _, power, _) = hardware(&client, &mo_ref).await;
+        assert_eq!(
+            (cpus, power.as_str()),
+            (4, "poweredOn"),
+            "{point:?}: applied"
+        );
+        assert!(restarted
+            .status
+            .as_ref()
+            .is_some_and(|s| s.resize.is_none()));
+    }
+}
+
+/// `banlieue.io/restart-requested-at` restarts the guest once per value:
+/// two reconciles of one value change the VM's boot time once, a new value
+/// once more; the handled value is in the VirtualMachine's status.
+#[tokio::test]
+async fn a_restart_annotation_restarts_the_vm_once_per_value() {
+    let (_sim, mut world, vcenter, client) = web_1_on_the_simulator().await;
+    let mo_ref = mo_ref_of(&world, "web-1");
+    let mut boots = vec![hardware(&client, &mo_ref).await.3];
+    for value in [
+        "2026-12-06T10:00:00Z",
+        "2026-12-06T10:00:00Z",
+        "2026-12-06T11:00:00Z",
+    ] {
+        // Boot times a second apart at least.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        world.vms[0].metadata.annotations = Some(
+            [(
+                banlieue::api::RESTART_ANNOTATION.to_string(),
+                value.to_string(),
+            )]
+            .into(),
+        );
+        converge(&mut world, &vcenter).await;
+        let (_, _, power, boot) = hardware(&client, &mo_ref).await;
+        assert_eq!(power, "poweredOn", "{value}");
+        boots.push(boot);
+        assert_eq!(
+            world.vms[0]
+                .status
+                .as_ref()
+                .and_then(|s| s.restarted_at.as_deref()),
+            Some(value)
+        );
+    }
+    assert_ne!(boots[1], boots[0], "restarted for the first value");
+    assert_eq!(boots[2], boots[1], "not again for the same value");
+    assert_ne!(boots[3], boots[2], "again for a new value");
+    vcenter.close_all().await;
+}
+
+/// Two VirtualMachines of one class, each with its own identity: a static
+/// address for eth0 in place of the class's, a host name, and user data from
+/// a Secret in its namespace. `check --apply` clones both with their own
+/// addresses and host names in guestinfo, the VM's user data after the
+/// image's.
+#[tokio::test]
+async fn two_vms_of_one_class_get_their_own_identity_in_guestinfo() {
+    let sim = simulator(small()).await;
+    let mut text = manifests(&sim, "deferred", &[]);
+    for (name, ip) in [("id-1", "10.0.0.31/24"), ("id-2", "10.0.0.32/24")] {
+        text.push_str(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: {name}-user-data, namespace: team-a }}\n\
+             stringData: {{ userdata: \"#cloud-config\\nruncmd: [echo {name}]\\n\" }}\n---\n\
+             apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachine\nmetadata: {{ name: {name}, namespace: team-a }}\n\
+             spec:\n  classRef: {{ name: web }}\n  imageRef: {{ name: golden }}\n  hostname: {name}.example.com\n\
+             \x20 networkOverrides:\n    - {{ name: eth0, static: {{ address: {ip}, gateway: 10.0.0.1, nameservers: [10.0.0.2], searchDomains: [example.com] }} }}\n\
+             \x20 cloudConfigs: [{{ secretRef: {{ name: {name}-user-data }} }}]\n---\n"
+        ));
+    }
+    let mut world = world_of(&text);
+    let vcenter = VCenter::default();
+    converge(&mut world, &vcenter).await;
+    let client = connect(&sim).await;
+    for (name, ip) in [("id-1", "10.0.0.31/24"), ("id-2", "10.0.0.32/24")] {
+        let (ready, reason, message) = ready_of(&world, name);
+        assert_eq!(ready, "True", "{name}: {reason}: {message}");
+        let status = machine(&world, name).status.clone().unwrap_or_default();
+        let extra = extra_config_of(&client, &status.mo_ref.clone().expect("moref")).await;
+        let meta = metadata(&extra);
+        assert_eq!(meta["local-hostname"], format!("{name}.example.com"));
+        let eth0 = &meta["network"]["ethernets"]["eth0"];
+        assert_eq!(eth0["addresses"], serde_json::json!([ip]), "{meta}");
+        assert_eq!(eth0["dhcp4"], false);
+        assert_eq!(
+            eth0["nameservers"],
+            serde_json::json!({"addresses": ["10.0.0.2"], "search": ["example.com"]})
+        );
+        let user = user_data(&extra);
+        let image_part = user.find("packages: [nginx]").expect("the image's part");
+        let own_part = user
+            .find(&format!("echo {name}"))
+            .unwrap_or_else(|| panic!("{name}'s own part: {user}"));
+        assert!(image_part < own_part, "the image's first: {user}");
+    }
+    vcenter.close_all().await;
 }
 
 #[tokio::test]
@@ -905,31 +1329,14 @@ async fn two_vms_from_one_pool_get_distinct_addresses_in_guestinfo() {
     );
     let mut world = world_of(&text);
     let vcenter = VCenter::default();
-    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
-    check::apply(
-        &mut world,
-        &vcenter,
-        Instant::now() + Duration::from_secs(60),
-        &conditions::now(),
-    )
-    .await;
+    converge(&mut world, &vcenter).await;
     let client = connect(&sim).await;
     let mut addresses = Vec::new();
     for name in ["p1", "p2"] {
         let (ready, reason, message) = ready_of(&world, name);
         assert_eq!(ready, "True", "{name}: {reason}: {message}");
         let status = machine(&world, name).status.clone().unwrap_or_default();
-        let vm_ref = vsphere_client::types::ManagedObjectReference {
-            type_: "VirtualMachine".into(),
-            value: status.mo_ref.clone().expect("moref"),
-        };
-        let vm = client
-            .properties::<mo::VirtualMachine>(&["config.extraConfig"])
-            .expect("paths")
-            .get(&vm_ref)
-            .await
-            .expect("the VM");
-        let extra = extra_config(&vm);
+        let extra = extra_config_of(&client, &status.mo_ref.clone().expect("moref")).await;
         let meta = metadata(&extra);
         let eth0 = &meta["network"]["ethernets"]["eth0"];
         assert_eq!(eth0["dhcp4"], false, "{meta}");

@@ -140,6 +140,26 @@ pub mod vspheremachine {
             "After the clone, a NIC with a pool claim was removed from the spec or no longer asks for a pool: the \
              claim and its address are kept while the VM (configured with it) exists, and released when the \
              machine is deleted. Before the clone the claim is released at once.";
+        RESTARTING = "Restarting", "Ready=False" =>
+            "The guest is being restarted for the VirtualMachine's `banlieue.io/restart-requested-at` annotation \
+             (shut down, hard after a minute, then powered on); once per distinct value, handled in \
+             `status.restartedAt`.";
+        UP_TO_DATE = "UpToDate", "Reconfigured=True" =>
+            "The VM has the CPUs and memory its spec asks for (its VMClass's).";
+        APPLYING = "Applying", "Reconfigured=False" =>
+            "A change is being applied: CPUs or memory live (what grows, on a VM with hot add) or while the \
+             VM is off, recorded in `status.resize` before it is sent; disks grown or added (live), the added \
+             ones recorded in `status.disks` before they are sent.";
+        DISK_SHRINK_REFUSED = "DiskShrinkRefused", "Reconfigured=False" =>
+            "A disk of the spec is smaller than the VM's: disks never shrink, and nothing is attempted (the \
+             message names the disk and both sizes). Other changes go on.";
+        DISK_KEPT = "DiskKept", "Reconfigured=False" =>
+            "A disk the VM has is no longer in its VMClass: it is kept with its data (never deleted by the \
+             operator); remove it in vCenter if it is not wanted.";
+        POWER_CYCLE_REQUIRED = "PowerCycleRequired", "Reconfigured=False" =>
+            "The change cannot be applied to the running VM (fewer CPUs or less memory, or no hot add): it is \
+             applied the next time the VM is off, or at once (a restart) when the VirtualMachine's \
+             `spec.updatePolicy` is `AllowRestart`.";
     }
 }
 
@@ -199,12 +219,13 @@ pub fn of_kind(kind: &str) -> Option<(&'static str, &'static [Documented])> {
         )),
         "VirtualMachine" => Some((
             "The reasons of `status.conditions`; once the VSphereMachine reports, `Ready` is its `Ready` \
-             (reason and message), and its `IPAddressesUpToDate`, when it has one, is mirrored too.",
+             (reason and message); its `IPAddressesUpToDate`, when it has one, and its `Reconfigured` \
+             are mirrored too (see VSphereMachine).",
             virtualmachine::ALL,
         )),
         "VSphereMachine" => Some((
-            "The reasons of `status.conditions` (`Ready`, and `IPAddressesUpToDate` once an IP pool claim \
-             differs from the spec).",
+            "The reasons of `status.conditions` (`Ready`; `Reconfigured` once the VM is provisioned; \
+             `IPAddressesUpToDate` once an IP pool claim differs from the spec).",
             vspheremachine::ALL,
         )),
         "VMSnapshot" => Some((

@@ -218,7 +218,79 @@ pub fn virtual_machine(spec: &VirtualMachineSpec) -> Vec<FieldError> {
             }
         }
     }
+    if let Some(hostname) = &spec.hostname {
+        if hostname.len() > 253 || !hostname.split('.').all(is_dns1123_label) {
+            errors.push(error(
+                "spec.hostname",
+                format!(
+                    "{hostname:?} is not a host name (lower-case DNS labels separated by dots)"
+                ),
+            ));
+        }
+    }
+    duplicates(
+        spec.network_overrides.iter().map(|o| o.name.as_str()),
+        "spec.networkOverrides",
+        &mut errors,
+    );
+    for (i, o) in spec.network_overrides.iter().enumerate() {
+        let path = format!("spec.networkOverrides[{i}].static");
+        let ip = &o.static_;
+        let address = ip.address.split_once('/').and_then(|(a, p)| {
+            let a: std::net::IpAddr = a.parse().ok()?;
+            let p: u8 = p.parse().ok()?;
+            (p <= if a.is_ipv4() { 32 } else { 128 }).then_some(())
+        });
+        if address.is_none() {
+            errors.push(error(
+                format!("{path}.address"),
+                format!(
+                    "{:?} is not an address with a prefix length (10.0.0.10/24)",
+                    ip.address
+                ),
+            ));
+        }
+        for (field, value) in ip
+            .gateway
+            .iter()
+            .map(|g| ("gateway", g))
+            .chain(ip.nameservers.iter().map(|n| ("nameservers", n)))
+        {
+            if value.parse::<std::net::IpAddr>().is_err() {
+                errors.push(error(
+                    format!("{path}.{field}"),
+                    format!("{value:?} is not an IP address"),
+                ));
+            }
+        }
+    }
     errors
+}
+
+/// A VirtualMachine's overrides against its class: each names one of the
+/// class's interfaces.
+pub fn network_overrides(spec: &VirtualMachineSpec, class: &VMClassSpec) -> Vec<FieldError> {
+    spec.network_overrides
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !class.network.interfaces.iter().any(|n| n.name == o.name))
+        .map(|(i, o)| {
+            let names: Vec<&str> = class
+                .network
+                .interfaces
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect();
+            error(
+                format!("spec.networkOverrides[{i}].name"),
+                format!(
+                    "the VMClass has no interface {:?} (it has {})",
+                    o.name,
+                    names.join(", ")
+                ),
+            )
+        })
+        .collect()
 }
 
 /// A label selector turned into something that can match; an absent selector matches everything.
@@ -488,6 +560,42 @@ mod tests {
         .unwrap();
         let errors = virtual_machine(&spec);
         assert_eq!(errors[0].path, "spec.placement.providerSelector");
+    }
+
+    #[test]
+    fn a_virtual_machine_s_hostname_and_overrides_are_checked() {
+        let vm: VirtualMachineSpec = serde_json::from_value(serde_json::json!({
+            "classRef": {"name": "c"}, "imageRef": {"name": "i"},
+            "hostname": "Web_1",
+            "networkOverrides": [
+                {"name": "eth0", "static": {"address": "10.0.0.11/24", "gateway": "10.0.0.1"}},
+                {"name": "eth0", "static": {"address": "10.0.0.12", "nameservers": ["dns"]}},
+                {"name": "eth9", "static": {"address": "10.0.0.13/33"}}
+            ]
+        }))
+        .expect("spec");
+        let text = describe(&virtual_machine(&vm));
+        for part in [
+            "spec.hostname",
+            "\"eth0\" is listed twice",
+            "spec.networkOverrides[1].static.address",
+            "spec.networkOverrides[1].static.nameservers",
+            "spec.networkOverrides[2].static.address",
+        ] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        assert!(!text.contains("networkOverrides[0]"), "{text}");
+        let class: VMClassSpec = crate::fixtures::guide_class().spec;
+        let text = describe(&network_overrides(&vm, &class));
+        assert!(
+            text.contains("spec.networkOverrides[2].name") && text.contains("it has eth0"),
+            "{text}"
+        );
+        let mut ok = vm.clone();
+        ok.hostname = Some("web-1.example.com".into());
+        ok.network_overrides.truncate(1);
+        assert!(virtual_machine(&ok).is_empty());
+        assert!(network_overrides(&ok, &class).is_empty());
     }
 
     #[test]

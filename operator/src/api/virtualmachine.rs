@@ -3,9 +3,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    conditions_schema, Condition, LabelSelector, LocalObjectReference, PowerState,
-    SnapshotRetention,
+    conditions_schema, CloudConfig, Condition, LabelSelector, LocalObjectReference, PowerState,
+    SnapshotRetention, StaticIp,
 };
+
+/// The annotation that asks for a restart of the guest, holding a timestamp
+/// (as `kubectl rollout restart`'s `restartedAt`): the provider restarts the
+/// VM once per distinct value.
+pub const RESTART_ANNOTATION: &str = "banlieue.io/restart-requested-at";
 
 /// The only resource an end user writes: a VM of a class, from an image.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -47,6 +52,53 @@ pub struct VirtualMachineSpec {
     /// How many of the VM's VMSnapshots are kept (see VMSnapshot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_retention: Option<SnapshotRetention>,
+    /// What the provider may do when a change of the VM's class cannot be
+    /// applied to the running VM (fewer CPUs or less memory, or no hot
+    /// add): `WaitForPowerCycle` (the default) applies it the next time the
+    /// VM is off; `AllowRestart` shuts the guest down, applies it and powers
+    /// the VM on again at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_policy: Option<UpdatePolicy>,
+    /// The guest's host name (cloud-init's `local-hostname`): a DNS name;
+    /// the VirtualMachine's name when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub hostname: Option<String>,
+    /// This VM's own addresses: a static address (with prefix), gateway,
+    /// nameservers and search domains for an interface of the VMClass, by
+    /// its name, in place of the class's `ipam`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_overrides: Vec<NetworkOverride>,
+    /// Cloud-init data of this VM: Secrets in the VirtualMachine's
+    /// namespace with `userdata` and/or `metadata` keys, merged after the
+    /// VMImage's `cloudConfigs` (user data parts in order, later metadata
+    /// keys winning; the instance id, host name and network config the
+    /// operator sets win over both).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cloud_configs: Vec<CloudConfig>,
+}
+
+/// One interface of the VMClass with this VM's own static address.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkOverride {
+    /// The interface's name in the VMClass (`spec.network.interfaces[].name`).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    #[serde(rename = "static")]
+    pub static_: StaticIp,
+}
+
+/// When a change that needs the VM off is applied.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum UpdatePolicy {
+    /// The next time the VM is off (powered off by the user or through
+    /// `desiredPowerState`); never a restart the user did not ask for.
+    #[default]
+    WaitForPowerCycle,
+    /// At once: the guest is shut down (hard after a timeout), the change
+    /// applied, and the VM powered on again.
+    AllowRestart,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -87,6 +139,13 @@ pub struct VirtualMachineStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub instance_uuid: Option<String>,
+    /// The ESXi host the VM runs on (mirrored from the VSphereMachine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The last `banlieue.io/restart-requested-at` value the provider
+    /// handled (mirrored from the VSphereMachine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

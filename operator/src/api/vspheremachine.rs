@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     conditions_schema, Condition, Firmware, InstallMode, Ipam, LocalObjectReference,
-    NamespacedReference, PowerState, Provisioning,
+    NamespacedReference, PowerState, Provisioning, UpdatePolicy,
 };
 
 /// The fully resolved backend request for one VirtualMachine, created by the
@@ -69,6 +69,22 @@ pub struct VSphereMachineSpec {
     /// Secrets in the Provider's namespace with the cloud-config for the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cloud_config_secret_refs: Vec<LocalObjectReference>,
+    /// The VirtualMachine's update policy: whether a change that needs the
+    /// VM off may restart it (default: wait for a power cycle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_policy: Option<UpdatePolicy>,
+    /// The VirtualMachine's `banlieue.io/restart-requested-at` annotation:
+    /// the guest is restarted once per distinct value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_requested_at: Option<String>,
+    /// The guest's host name (the VirtualMachine's `hostname`; this
+    /// object's name when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// Secrets in this object's namespace (the VirtualMachine's) with its own
+    /// cloud-config, merged after `cloudConfigSecretRefs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_cloud_config_secret_refs: Vec<LocalObjectReference>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -122,6 +138,9 @@ pub struct VSphereMachineStatus {
     pub power_state: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ip_addresses: Vec<String>,
+    /// The ESXi host the VM runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The vSphere task in progress (clone, reconfigure, power).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskStatus>,
@@ -138,6 +157,69 @@ pub struct VSphereMachineStatus {
     pub console_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// A change of CPUs and memory, recorded before it is sent to vCenter
+    /// and cleared once the VM has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resize: Option<ResizeStatus>,
+    /// A restart under way, recorded before the VM is shut down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartStatus>,
+    /// The last `restartRequestedAt` value handled (the VM restarted for it,
+    /// or it was off and stays off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<String>,
+    /// Which of the VM's virtual disks (by device key) is which of
+    /// `spec.disks`: recorded once the VM is provisioned, and for a disk
+    /// added later before it is sent (no key yet: an addition in flight,
+    /// given the key of the disk that appears).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<DiskStatus>,
+    /// The VM's `config.changeVersion` the disk additions in flight were
+    /// decided on (see `resize.changeVersion`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disks_change_version: Option<String>,
+}
+
+/// One of `spec.disks` and its place among the VM's virtual disks.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskStatus {
+    pub name: String,
+    /// The disk's device key on the VM; absent while it is being added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<i32>,
+}
+
+/// A restart under way: the value asked for, and how far it got.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartStatus {
+    pub requested_at: String,
+    /// `Stopping` (the guest is being shut down) or `Starting` (the VM is
+    /// off and being powered on: recorded before the power-on is sent).
+    pub phase: RestartPhase,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum RestartPhase {
+    #[default]
+    Stopping,
+    Starting,
+}
+
+/// A CPU and memory change of a provisioned VM, as recorded before it is
+/// sent: the values, and the VM's configuration version it applies to
+/// (vCenter refuses it once the configuration changed since, so a request
+/// sent again after a crash is applied once).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResizeStatus {
+    pub cpus: u32,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u64,
+    /// The VM's `config.changeVersion` when the change was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_version: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -149,7 +231,7 @@ pub struct TaskStatus {
     pub progress: Option<i32>,
     /// `queued`, `running`, `success` or `error`.
     pub state: String,
-    /// What the task does: `clone`, `reconfigure`, `powerOn`, `destroy`.
+    /// What the task does: `clone`, `reconfigure`, `resize`, `powerOn`, `destroy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
 }

@@ -416,6 +416,16 @@ pub(crate) fn mirror(world: &mut World, now: &Time) {
                         m.spec.desired_power_state = power;
                     }
                 }
+                if let Some(update) = &plan.update {
+                    let (ns, name) = (world.vms[i].namespace(), world.vms[i].name_any());
+                    if let Some(m) = world
+                        .machines
+                        .iter_mut()
+                        .find(|m| m.namespace() == ns && m.name_any() == name)
+                    {
+                        update.apply(&mut m.spec);
+                    }
+                }
                 world.vms[i].status = Some(plan.status);
             }
         }

@@ -132,6 +132,35 @@ impl<V> Context<V> {
         Ok(fetched)
     }
 
+    /// A VirtualMachine's own cloud-config Secrets, by name, in its
+    /// namespace (not the install namespace): readable only where the
+    /// namespace's owner grants the provider's ServiceAccount `get` on
+    /// Secrets with a Role (the role has no cluster-wide Secret access). A
+    /// missing one is left out; a refusal says what grant is missing.
+    pub async fn fetch_machine_secrets(
+        &self,
+        namespace: &str,
+        names: &[String],
+    ) -> crate::Result<Vec<Secret>> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let mut found = Vec::new();
+        for name in names {
+            match api.get(name).await {
+                Ok(secret) => found.push(secret),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    return Err(crate::Error::CloudConfig(format!(
+                        "cloud-config Secret {namespace}/{name} cannot be read: grant the provider's \
+                         ServiceAccount get on Secrets in namespace {namespace} with a Role and \
+                         RoleBinding there (docs/operator.md, per-VM identity)"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(found)
+    }
+
     /// What `provider` reads ([`readiness::referenced`]), fetched by name.
     pub async fn fetch_for(&self, provider: &Provider) -> kube::Result<Fetched> {
         let (secrets, config_maps) = readiness::referenced(provider);

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    CloneRequest, ConnectParams, Error, ErrorKind, FoundTemplate, Inventory, Machines,
-    ServerIdentity, Session, Shape, SnapshotFacts, SnapshotRequest, Snapshots, TaskFacts,
+    CloneRequest, ConnectParams, DiskChanges, Error, ErrorKind, FoundTemplate, Inventory, Machines,
+    Resize, ServerIdentity, Session, Shape, SnapshotFacts, SnapshotRequest, Snapshots, TaskFacts,
     TaskState, VSphere, VmFacts,
 };
 
@@ -22,6 +22,8 @@ use super::{
 enum Pending {
     Clone(CloneRequest),
     Reconfigure(String, Shape),
+    Resize(String, Resize),
+    Disks(String, DiskChanges),
     PowerOn(String),
     Destroy(String),
     CreateSnapshot(String, SnapshotRequest),
@@ -47,6 +49,8 @@ struct State {
     clone_requests: Vec<CloneRequest>,
     /// Each VM's snapshots (by VM reference), oldest first.
     snapshots: BTreeMap<String, Vec<SnapshotFacts>>,
+    /// Every resize request accepted, in order.
+    resize_requests: Vec<Resize>,
 }
 
 /// The mock (cheap to clone; clones share the state).
@@ -96,6 +100,26 @@ impl MockMachines {
     /// The clone requests accepted, in order.
     pub fn clone_requests(&self) -> Vec<CloneRequest> {
         self.with(|s| s.clone_requests.clone())
+    }
+
+    /// The resize requests accepted, in order.
+    pub fn resize_requests(&self) -> Vec<Resize> {
+        self.with(|s| s.resize_requests.clone())
+    }
+
+    /// Whether a task is still running (not carried out yet).
+    pub fn running(&self, task: &str) -> bool {
+        self.with(|s| s.tasks.get(task).is_some_and(|(_, p)| p.is_some()))
+    }
+
+    /// Enables CPU and memory hot add on a VM (a template that had it).
+    pub fn set_hot_add(&self, vm: &str, cpu: bool, memory: bool) {
+        self.with(|s| {
+            if let Some(v) = s.vms.get_mut(vm) {
+                v.cpu_hot_add = cpu;
+                v.memory_hot_add = memory;
+            }
+        });
     }
 
     /// Calls made, per operation.
@@ -192,6 +216,12 @@ impl MockMachines {
                     }
                     s.next_id += 1;
                     let mo_ref = format!("vm-{}", s.next_id);
+                    // The template's one disk (grown) and the added ones.
+                    let disks = std::iter::once(request.shape.root_disk_gib.unwrap_or(1))
+                        .chain(request.shape.extra_disks.iter().map(|d| d.size_gib))
+                        .enumerate()
+                        .map(|(i, gib)| (2000 + i as i32, gib as i64 * 1024 * 1024))
+                        .collect();
                     let shape = if s.clone_ignores_shape {
                         Shape {
                             cpus: 1,
@@ -209,6 +239,8 @@ impl MockMachines {
                             instance_uuid: request.instance_uuid,
                             power_state: "poweredOff".into(),
                             ip_addresses: vec![],
+                            host: "esx-01.test".into(),
+                            disks,
                             ..Default::default()
                         }
                         .reshaped(&shape),
@@ -217,6 +249,35 @@ impl MockMachines {
                 }
                 Pending::Reconfigure(vm, shape) => match s.vms.get_mut(&vm) {
                     Some(v) => *v = v.clone().reshaped(&shape),
+                    None => not_found(facts, &vm),
+                },
+                // Applied only to the configuration it was decided on, as vCenter does.
+                Pending::Resize(vm, resize) => match s.vms.get_mut(&vm) {
+                    Some(v) if stale(resize.change_version.as_deref(), v) => concurrent(facts, &vm),
+                    Some(v) => {
+                        v.cpus = resize.cpus;
+                        v.memory_mib = resize.memory_mib;
+                        v.change_version = next_version(&v.change_version);
+                    }
+                    None => not_found(facts, &vm),
+                },
+                Pending::Disks(vm, changes) => match s.vms.get_mut(&vm) {
+                    Some(v) if stale(changes.change_version.as_deref(), v) => {
+                        concurrent(facts, &vm)
+                    }
+                    Some(v) => {
+                        for (key, kib) in &changes.grow {
+                            if let Some(d) = v.disks.iter_mut().find(|d| d.0 == *key) {
+                                d.1 = d.1.max(*kib);
+                            }
+                        }
+                        // New keys, as vCenter assigns them.
+                        for d in &changes.add {
+                            let key = v.disks.iter().map(|d| d.0).max().unwrap_or(2000) + 1;
+                            v.disks.push((key, d.size_gib as i64 * 1024 * 1024));
+                        }
+                        v.change_version = next_version(&v.change_version);
+                    }
                     None => not_found(facts, &vm),
                 },
                 Pending::PowerOn(vm) => match s.vms.get_mut(&vm) {
@@ -358,6 +419,25 @@ impl Snapshots for MockMachines {
     }
 }
 
+/// Was a change decided on a configuration the VM no longer has?
+fn stale(decided: Option<&str>, vm: &VmFacts) -> bool {
+    decided.is_some_and(|c| c != vm.change_version)
+}
+
+/// vCenter refuses a change decided on another configuration.
+fn concurrent(facts: &mut TaskFacts, vm: &str) {
+    facts.state = TaskState::Error;
+    facts.error = Some(Error::fault(
+        "ConcurrentAccess",
+        format!("{vm}'s configuration changed since"),
+    ));
+}
+
+/// The change version after one more change.
+fn next_version(version: &str) -> String {
+    (version.parse::<u64>().unwrap_or(0) + 1).to_string()
+}
+
 fn not_found(facts: &mut TaskFacts, vm: &str) {
     facts.state = TaskState::Error;
     facts.error = Some(Error::fault(
@@ -451,6 +531,17 @@ impl Machines for MockMachines {
         Ok(self.start(Pending::Reconfigure(vm.into(), shape.clone())))
     }
 
+    async fn start_resize(&self, vm: &str, resize: &Resize) -> Result<String, Error> {
+        self.enter("resize")?;
+        self.with(|s| s.resize_requests.push(resize.clone()));
+        Ok(self.start(Pending::Resize(vm.into(), resize.clone())))
+    }
+
+    async fn start_disks(&self, vm: &str, changes: &DiskChanges) -> Result<String, Error> {
+        self.enter("disks")?;
+        Ok(self.start(Pending::Disks(vm.into(), changes.clone())))
+    }
+
     async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         self.enter("powerOn")?;
         Ok(self.start(Pending::PowerOn(vm.into())))
@@ -498,6 +589,7 @@ impl VmFacts {
         self.secure_boot = shape.firmware == Firmware::EfiSecure;
         self.cpu_hot_add = shape.hot_add_cpu;
         self.memory_hot_add = shape.hot_add_memory;
+        self.change_version = next_version(&self.change_version);
         self
     }
 }
@@ -647,6 +739,12 @@ impl Machines for MockSession {
     }
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
         self.script.machines.start_reconfigure(vm, shape).await
+    }
+    async fn start_resize(&self, vm: &str, resize: &Resize) -> Result<String, Error> {
+        self.script.machines.start_resize(vm, resize).await
+    }
+    async fn start_disks(&self, vm: &str, changes: &DiskChanges) -> Result<String, Error> {
+        self.script.machines.start_disks(vm, changes).await
     }
     async fn start_power_on(&self, vm: &str) -> Result<String, Error> {
         self.script.machines.start_power_on(vm).await

@@ -287,6 +287,14 @@ pub struct VmFacts {
     pub secure_boot: bool,
     pub cpu_hot_add: bool,
     pub memory_hot_add: bool,
+    /// `config.changeVersion`: moves with every change of the VM's
+    /// configuration (empty when vCenter does not report one).
+    pub change_version: String,
+    /// The ESXi host it runs on, by name (its reference when the name
+    /// cannot be read; empty when vCenter reports none).
+    pub host: String,
+    /// Its virtual disks in device order: (device key, capacity in KiB).
+    pub disks: Vec<(i32, i64)>,
 }
 
 impl VmFacts {
@@ -393,6 +401,31 @@ pub struct Shape {
     pub extra_config: Vec<(String, String)>,
 }
 
+/// A provisioned VM's CPUs and memory, changed in place (live on a running
+/// VM with hot add, or while it is off).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resize {
+    pub cpus: i32,
+    pub memory_mib: i64,
+    /// The VM's `config.changeVersion` the change applies to: vCenter refuses
+    /// it (`ConcurrentAccess`) once the configuration changed since, so a
+    /// request sent again after a crash is never applied twice.
+    pub change_version: Option<String>,
+}
+
+/// Disk changes of a provisioned VM, applied whether it runs or not: disks
+/// grown (by device key, to a size in KiB) and added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskChanges {
+    /// Where the added disks' datastores are.
+    pub datacenter: String,
+    pub grow: Vec<(i32, i64)>,
+    pub add: Vec<ExtraDisk>,
+    /// As for [`Resize`]: vCenter refuses the change once the VM's
+    /// configuration moved since it was decided.
+    pub change_version: Option<String>,
+}
+
 /// Everything a clone needs, resolved from the VSphereMachine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CloneRequest {
@@ -468,6 +501,22 @@ pub trait Machines: Clone + Send + Sync + 'static {
         &self,
         vm: &str,
         shape: &Shape,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// Changes a provisioned VM's CPUs and memory (only those: no device,
+    /// no firmware), under the change version it was decided on.
+    fn start_resize(
+        &self,
+        vm: &str,
+        resize: &Resize,
+    ) -> impl Future<Output = Result<String, Error>> + Send;
+
+    /// Grows and adds disks of a provisioned VM (never shrinks or removes
+    /// one), under the change version it was decided on.
+    fn start_disks(
+        &self,
+        vm: &str,
+        changes: &DiskChanges,
     ) -> impl Future<Output = Result<String, Error>> + Send;
 
     fn start_power_on(&self, vm: &str) -> impl Future<Output = Result<String, Error>> + Send;

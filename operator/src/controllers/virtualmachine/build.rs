@@ -8,9 +8,9 @@ use kube::Resource;
 
 use super::schedule::needs_tpm;
 use crate::api::{
-    MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork, ResolvedStorage,
-    ScheduledPlacement, TemplateRef, VMClass, VMImage, VSphereMachine, VSphereMachineSpec,
-    VirtualMachine, MANAGED_BY_LABEL,
+    Disk, Ipam, MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork,
+    ResolvedStorage, ScheduledPlacement, TemplateRef, UpdatePolicy, VMClass, VMImage,
+    VSphereMachine, VSphereMachineSpec, VirtualMachine, MANAGED_BY_LABEL, RESTART_ANNOTATION,
 };
 
 pub const HOT_ADD_CPU: &str = "hotAddCPU";
@@ -58,13 +58,7 @@ pub fn build(
             .hardware
             .disks
             .iter()
-            .map(|d| MachineDisk {
-                name: d.name.clone(),
-                size_gib: d.size_gib,
-                storage_class: d.storage_class.clone(),
-                datastore: datastore(&d.storage_class),
-                provisioning: d.provisioning,
-            })
+            .map(|d| machine_disk(d, datastore(&d.storage_class)))
             .collect(),
         network_interfaces: spec
             .network
@@ -74,7 +68,14 @@ pub fn build(
                 name: n.name.clone(),
                 network_class: n.network_class.clone(),
                 port_group: port_group(&n.network_class),
-                ipam: n.ipam.clone(),
+                // This VM's own address, in place of the class's.
+                ipam: match vm.spec.network_overrides.iter().find(|o| o.name == n.name) {
+                    Some(o) => Ipam {
+                        static_: Some(o.static_.clone()),
+                        pool: None,
+                    },
+                    None => n.ipam.clone(),
+                },
             })
             .collect(),
         firmware: spec.firmware,
@@ -95,6 +96,15 @@ pub fn build(
             .iter()
             .map(|c| c.secret_ref.clone())
             .collect(),
+        update_policy: vm.spec.update_policy,
+        restart_requested_at: restart_requested_at(vm),
+        hostname: vm.spec.hostname.clone(),
+        machine_cloud_config_secret_refs: vm
+            .spec
+            .cloud_configs
+            .iter()
+            .map(|c| c.secret_ref.clone())
+            .collect(),
     };
     let owner = vm.controller_owner_ref(&());
     VSphereMachine {
@@ -110,6 +120,104 @@ pub fn build(
         },
         spec: machine_spec,
         status: None,
+    }
+}
+
+/// A class's disk as the machine has it, on `datastore`.
+fn machine_disk(disk: &Disk, datastore: String) -> MachineDisk {
+    MachineDisk {
+        name: disk.name.clone(),
+        size_gib: disk.size_gib,
+        storage_class: disk.storage_class.clone(),
+        datastore,
+        provisioning: disk.provisioning,
+    }
+}
+
+/// The restart the VirtualMachine asks for: its annotation's value.
+fn restart_requested_at(vm: &VirtualMachine) -> Option<String> {
+    vm.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RESTART_ANNOTATION))
+        .filter(|v| !v.is_empty())
+        .cloned()
+}
+
+/// What an existing VSphereMachine's spec takes after its creation from its
+/// VirtualMachine and VMClass: the class's CPUs, memory and disks (a class edit),
+/// the update policy and the restart asked for. All of them, when any differs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineUpdate {
+    pub cpus: u32,
+    pub memory_mib: u64,
+    /// The class's disks, on the datastores the machine already uses for
+    /// their storage classes.
+    pub disks: Vec<MachineDisk>,
+    pub update_policy: Option<UpdatePolicy>,
+    pub restart_requested_at: Option<String>,
+}
+
+impl MachineUpdate {
+    /// The update `machine` needs, if any; the class's shape when the class
+    /// is known (the machine keeps its own otherwise).
+    pub fn of(
+        vm: &VirtualMachine,
+        class: Option<&VMClass>,
+        machine: &VSphereMachine,
+    ) -> Option<MachineUpdate> {
+        let spec = &machine.spec;
+        let datastore = |name: &str, storage_class: &str| {
+            spec.disks
+                .iter()
+                .find(|d| d.name == name)
+                .or_else(|| spec.disks.iter().find(|d| d.storage_class == storage_class))
+                .map(|d| d.datastore.clone())
+                .unwrap_or_default()
+        };
+        let wanted = MachineUpdate {
+            cpus: class.map_or(spec.cpus, |c| c.spec.hardware.cpus),
+            memory_mib: class.map_or(spec.memory_mib, |c| c.spec.hardware.memory_mib),
+            disks: match class {
+                Some(c) => c
+                    .spec
+                    .hardware
+                    .disks
+                    .iter()
+                    .map(|d| machine_disk(d, datastore(&d.name, &d.storage_class)))
+                    .collect(),
+                None => spec.disks.clone(),
+            },
+            update_policy: vm.spec.update_policy,
+            restart_requested_at: restart_requested_at(vm),
+        };
+        let current = MachineUpdate {
+            cpus: spec.cpus,
+            memory_mib: spec.memory_mib,
+            disks: spec.disks.clone(),
+            update_policy: spec.update_policy,
+            restart_requested_at: spec.restart_requested_at.clone(),
+        };
+        (wanted != current).then_some(wanted)
+    }
+
+    pub fn apply(&self, spec: &mut VSphereMachineSpec) {
+        spec.cpus = self.cpus;
+        spec.memory_mib = self.memory_mib;
+        spec.disks = self.disks.clone();
+        spec.update_policy = self.update_policy;
+        spec.restart_requested_at = self.restart_requested_at.clone();
+    }
+
+    /// The JSON merge patch of the machine's spec (`null` removes a field).
+    pub fn patch(&self) -> serde_json::Value {
+        serde_json::json!({ "spec": {
+            "cpus": self.cpus,
+            "memoryMiB": self.memory_mib,
+            "disks": self.disks,
+            "updatePolicy": self.update_policy,
+            "restartRequestedAt": self.restart_requested_at,
+        }})
     }
 }
 

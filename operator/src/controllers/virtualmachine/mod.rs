@@ -188,6 +188,16 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
             .patch(&name, &PatchParams::apply(MANAGER), &Patch::Merge(&patch))
             .await?;
     }
+    if let Some(update) = &plan.update {
+        machines
+            .patch(
+                &name,
+                &PatchParams::apply(MANAGER),
+                &Patch::Merge(&update.patch()),
+            )
+            .await?;
+        info!(%namespace, %name, cpus = update.cpus, memory_mib = update.memory_mib, "updated VSphereMachine");
+    }
     if vm.status.as_ref() != Some(&plan.status) {
         let api: Api<VirtualMachine> = Api::namespaced(ctx.client.clone(), &namespace);
         apply_status(&api, vm, MANAGER, &plan.status).await?;

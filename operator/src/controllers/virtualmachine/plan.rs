@@ -13,7 +13,7 @@ use crate::api::{
     NamespacedReference, PowerState, Provider, ScheduledPlacement, TemplateRef, VMClass, VMImage,
     VSphereMachine, VirtualMachine, VirtualMachineStatus,
 };
-use crate::conditions::{self, Observed, Status, READY, SCHEDULED};
+use crate::conditions::{self, Observed, Status, READY, RECONFIGURED, SCHEDULED};
 
 /// Reasons of the VirtualMachine conditions (what each means:
 /// [`crate::api::reasons`]).
@@ -40,6 +40,9 @@ pub struct Plan {
     pub create: Option<VSphereMachine>,
     /// The existing VSphereMachine's desired power state to change.
     pub set_power: Option<PowerState>,
+    /// The existing VSphereMachine's shape, update policy or restart to
+    /// change (a VMClass edit, an annotation).
+    pub update: Option<machine::MachineUpdate>,
     /// Conditions whose status changed: one event each.
     pub transitions: Vec<Observed>,
 }
@@ -51,6 +54,7 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
     let mut status = vm.status.clone().unwrap_or_default();
     let mut create = None;
     let mut set_power = None;
+    let mut update = None;
     let mut existing = None;
 
     let scheduled = match cache.vsphere_machine(&namespace, &name) {
@@ -70,6 +74,11 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
             if m.spec.desired_power_state != vm.spec.desired_power_state {
                 set_power = Some(vm.spec.desired_power_state);
             }
+            // A class that breaks a rule keeps the machine's shape as it is.
+            let class = cache
+                .vm_class(&vm.spec.class_ref.name)
+                .filter(|c| validate::vm_class(&c.spec).is_empty());
+            update = machine::MachineUpdate::of(vm, class.as_deref(), &m);
             existing = Some(m);
             scheduled_on(&placement)
         }
@@ -101,6 +110,8 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
         status.ip_addresses = mirrored.ip_addresses;
         status.console_url = mirrored.console_url;
         status.instance_uuid = mirrored.instance_uuid;
+        status.restarted_at = mirrored.restarted_at;
+        status.host = mirrored.host;
         match m.ready_condition() {
             Some(c) => Observed::new(
                 READY,
@@ -124,8 +135,18 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
         )
     };
 
+    // The pending-change condition, as the VSphereMachine has it.
+    let reconfigured = existing.as_ref().and_then(|m| {
+        let c = conditions::find(m.status.as_ref()?.conditions.as_slice(), RECONFIGURED)?;
+        Some(Observed::new(
+            RECONFIGURED,
+            status_of(&c.status),
+            c.reason.clone(),
+            c.message.clone(),
+        ))
+    });
     let mut transitions = Vec::new();
-    for observed in [Some(scheduled), Some(ready), addresses]
+    for observed in [Some(scheduled), Some(ready), addresses, reconfigured]
         .into_iter()
         .flatten()
     {
@@ -138,6 +159,7 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
         status,
         create,
         set_power,
+        update,
         transitions,
     }
 }
@@ -212,6 +234,10 @@ fn resolve(
             reason::INVALID_VMIMAGE,
             format!("VMImage {image_name:?}: {}", validate::describe(&errors)),
         ));
+    }
+    let errors = validate::network_overrides(&vm.spec, &class.spec);
+    if !errors.is_empty() && scheduled.is_none() {
+        return Err(fail(reason::INVALID_SPEC, validate::describe(&errors)));
     }
     if let Some(message) = firmware_mismatch(&class, &image) {
         return Err(fail(reason::FIRMWARE_MISMATCH, message));

@@ -224,9 +224,83 @@ async fn desired_power_state_is_propagated_to_the_machine() {
     vm.spec.desired_power_state = crate::api::PowerState::PoweredOff;
     let mut world = World::guide();
     world.machines = vec![machine];
-    reconcile_with(world, vm, Scenario::PowerChange)
+    let patch = json!({"spec": {"desiredPowerState": "PoweredOff"}});
+    reconcile_with(world, vm, Scenario::MachineUpdate(patch))
         .await
         .unwrap();
+}
+
+/// A VMClass edit, the update policy and a restart annotation reach the
+/// existing VSphereMachine (what the provider then brings the VM to).
+#[tokio::test]
+async fn a_class_edit_update_policy_and_restart_reach_the_machine() {
+    let mut vm = guide_vm();
+    let machine = machine_owned_by(&vm);
+    let mut world = World::guide();
+    world.machines = vec![machine.clone()];
+    // Nothing changed: no update.
+    let (ctx, _server) = World {
+        machines: vec![machine.clone()],
+        ..World::guide()
+    }
+    .context();
+    assert_eq!(
+        plan::plan(&vm, ctx.as_ref(), &crate::conditions::now()).update,
+        None
+    );
+    drop(ctx);
+    world.classes[0].spec.hardware.cpus = 12;
+    world.classes[0].spec.hardware.memory_mib = 65536;
+    vm.spec.update_policy = Some(crate::api::UpdatePolicy::AllowRestart);
+    vm.metadata.annotations = Some(
+        [(
+            crate::api::RESTART_ANNOTATION.to_string(),
+            "2026-12-06T10:00:00Z".to_string(),
+        )]
+        .into(),
+    );
+    world.classes[0].spec.hardware.disks[1].size_gib = 600;
+    let mut disks = serde_json::to_value(&machine.spec.disks).unwrap();
+    disks[1]["sizeGiB"] = json!(600);
+    let expected = json!({"spec": {"cpus": 12, "memoryMiB": 65536, "disks": disks,
+        "updatePolicy": "AllowRestart", "restartRequestedAt": "2026-12-06T10:00:00Z"}});
+    reconcile_with(world, vm, Scenario::MachineUpdate(expected))
+        .await
+        .unwrap();
+}
+
+/// The VirtualMachine shows the machine's pending change and the restart
+/// it handled.
+#[tokio::test]
+async fn the_pending_change_condition_the_host_and_the_restart_handled_are_mirrored() {
+    let vm = guide_vm();
+    let mut machine = machine_owned_by(&vm);
+    machine.status = Some(
+        serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
+        "restartedAt": "2026-12-06T10:00:00Z", "host": "esx-01.example.com",
+        "conditions": [{"type": "Ready", "status": "True", "reason": "PoweredOn", "message": "up",
+                        "lastTransitionTime": "2025-01-01T00:00:00Z"},
+                       {"type": "Reconfigured", "status": "False", "reason": "PowerCycleRequired",
+                        "message": "vm-9 is to get 4 CPUs", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}))
+        .unwrap(),
+    );
+    let (ctx, _server) = World {
+        machines: vec![machine],
+        ..World::guide()
+    }
+    .context();
+    let plan = plan::plan(&vm, ctx.as_ref(), &crate::conditions::now());
+    let c = crate::conditions::find(&plan.status.conditions, crate::conditions::RECONFIGURED)
+        .expect("Reconfigured mirrored");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "PowerCycleRequired")
+    );
+    assert_eq!(
+        plan.status.restarted_at.as_deref(),
+        Some("2026-12-06T10:00:00Z")
+    );
+    assert_eq!(plan.status.host.as_deref(), Some("esx-01.example.com"));
 }
 
 #[tokio::test]

@@ -25,6 +25,12 @@ pub enum Checkpoint {
     TaskRecorded,
     /// A power-on task finished.
     PoweredOn,
+    /// A resize or disk change request (`ReconfigVM_Task`) returned its
+    /// task, not yet written to the status (the change itself is recorded
+    /// before it is sent).
+    ResizeSent,
+    /// The resize's or disk change's task reference is written to the status.
+    ResizeRecorded,
 }
 
 /// Where the driver's effects go.
@@ -207,6 +213,43 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                     .await;
                 finished = Some(settle(machine, backend, hooks, &task, options).await?);
             }
+            Action::Resize { vm, resize } => {
+                // The change is in the status already (`apply` wrote it).
+                let task = backend.start_resize(&vm, &resize).await?;
+                hooks.checkpoint(Checkpoint::ResizeSent)?;
+                record(machine, hooks, &task, operation::RESIZE).await?;
+                hooks
+                    .event(
+                        machine,
+                        "Resizing",
+                        &format!(
+                            "setting {} CPUs and {} MiB on {vm} (task {task})",
+                            resize.cpus, resize.memory_mib
+                        ),
+                    )
+                    .await;
+                hooks.checkpoint(Checkpoint::ResizeRecorded)?;
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
+            }
+            Action::Disks { vm, changes } => {
+                // Added disks are in the status already (`apply` wrote them).
+                let task = backend.start_disks(&vm, &changes).await?;
+                hooks.checkpoint(Checkpoint::ResizeSent)?;
+                record(machine, hooks, &task, operation::DISKS).await?;
+                hooks
+                    .event(
+                        machine,
+                        "ChangingDisks",
+                        &format!(
+                            "growing {} and adding {} disk(s) on {vm} (task {task})",
+                            changes.grow.len(),
+                            changes.add.len()
+                        ),
+                    )
+                    .await;
+                hooks.checkpoint(Checkpoint::ResizeRecorded)?;
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
+            }
             Action::PowerOn(vm) => {
                 let task = backend.start_power_on(&vm).await?;
                 record(machine, hooks, &task, operation::POWER_ON).await?;
@@ -364,6 +407,11 @@ async fn apply<H: Hooks>(
     if step.transitioned {
         hooks
             .event(machine, &step.ready.reason, &step.ready.message)
+            .await;
+    }
+    if let Some((reconfigured, true)) = &step.reconfigured {
+        hooks
+            .event(machine, &reconfigured.reason, &reconfigured.message)
             .await;
     }
     Ok(())
@@ -845,6 +893,387 @@ mod tests {
             Outcome::Ready
         );
         assert_eq!(mock.vms().len(), 1);
+    }
+
+    fn condition(m: &VSphereMachine, type_: &str) -> (String, String) {
+        m.status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, type_))
+            .map(|c| (c.status.clone(), c.reason.clone()))
+            .unwrap_or_default()
+    }
+
+    /// A Ready machine with hot add on a running VM of 2 CPUs, 2048 MiB.
+    async fn running(mock: &MockMachines, store: &mut Store) -> VSphereMachine {
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        m.spec.hot_add_cpu = true;
+        m.spec.hot_add_memory = true;
+        assert_eq!(
+            run(&mut m, false, mock, store).await.expect("create"),
+            Outcome::Ready
+        );
+        m
+    }
+
+    fn shape(mock: &MockMachines) -> (i32, i64, String, String) {
+        let vm = &mock.vms()[0];
+        (
+            vm.cpus,
+            vm.memory_mib,
+            vm.power_state.clone(),
+            vm.change_version.clone(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_class_change_reaches_a_running_hot_add_vm_live() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        let version = shape(&mock).3;
+        m.spec.cpus = 4;
+        m.spec.memory_mib = 4096;
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("grow"),
+            Outcome::Ready
+        );
+        let (cpus, memory, power, _) = shape(&mock);
+        assert_eq!((cpus, memory, power.as_str()), (4, 4096, "poweredOn"));
+        assert_eq!(
+            (
+                mock.calls("resize"),
+                mock.calls("powerOff"),
+                mock.calls("powerOn")
+            ),
+            (1, 0, 1),
+            "live: no power cycle"
+        );
+        assert_eq!(
+            mock.resize_requests()[0].change_version,
+            Some(version),
+            "under the version it was decided on"
+        );
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("True".into(), reason::UP_TO_DATE.into())
+        );
+        assert!(m.status.as_ref().is_some_and(|s| s.resize.is_none()));
+        assert!(
+            store.events.iter().any(|e| e == "Resizing"),
+            "{:?}",
+            store.events
+        );
+        assert_eq!(
+            m.status.as_ref().and_then(|s| s.host.as_deref()),
+            Some("esx-01.test"),
+            "the host in the status"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_decrease_waits_for_a_power_cycle_then_lands_once_off() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.cpus = 1;
+        m.spec.memory_mib = 1024;
+        for _ in 0..2 {
+            assert_eq!(
+                run(&mut m, false, &mock, &mut store).await.expect("wait"),
+                Outcome::Ready
+            );
+        }
+        assert_eq!(shape(&mock).0, 2, "not applied to the running VM");
+        assert_eq!((mock.calls("resize"), mock.calls("powerOff")), (0, 0));
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("False".into(), reason::POWER_CYCLE_REQUIRED.into())
+        );
+        assert!(store
+            .events
+            .iter()
+            .any(|e| e == reason::POWER_CYCLE_REQUIRED));
+        // Powered off as asked: the change lands, then on again as asked.
+        m.spec.desired_power_state = PowerState::PoweredOff;
+        run(&mut m, false, &mock, &mut store).await.expect("off");
+        let (cpus, memory, power, _) = shape(&mock);
+        assert_eq!((cpus, memory, power.as_str()), (1, 1024, "poweredOff"));
+        m.spec.desired_power_state = PowerState::PoweredOn;
+        run(&mut m, false, &mock, &mut store).await.expect("on");
+        assert_eq!(shape(&mock).2, "poweredOn");
+        assert_eq!(mock.calls("resize"), 1);
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("True".into(), reason::UP_TO_DATE.into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_vm_powered_off_behind_our_back_gets_the_change_before_it_is_on_again() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.cpus = 1;
+        run(&mut m, false, &mock, &mut store).await.expect("wait");
+        let vm = mock.vms()[0].mo_ref.clone();
+        mock.set_power(&vm, "poweredOff");
+        run(&mut m, false, &mock, &mut store).await.expect("cycle");
+        let (cpus, _, power, _) = shape(&mock);
+        assert_eq!((cpus, power.as_str()), (1, "poweredOn"));
+    }
+
+    #[tokio::test]
+    async fn allow_restart_applies_a_decrease_at_once() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.cpus = 1;
+        m.spec.update_policy = Some(crate::api::UpdatePolicy::AllowRestart);
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store)
+                .await
+                .expect("restart"),
+            Outcome::Ready
+        );
+        let (cpus, _, power, _) = shape(&mock);
+        assert_eq!((cpus, power.as_str()), (1, "poweredOn"));
+        assert_eq!(
+            (
+                mock.calls("powerOff"),
+                mock.calls("resize"),
+                mock.calls("powerOn")
+            ),
+            (1, 1, 2)
+        );
+    }
+
+    /// A crash at a resize checkpoint, then a fresh driver from what was
+    /// persisted; `vcenter_finishes_first`: the lost request is carried out
+    /// before the restart (else it is still queued when the new one comes).
+    async fn resize_crash(point: Checkpoint, vcenter_finishes_first: bool) -> MockMachines {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        let before = shape(&mock).3.parse::<u32>().expect("a version");
+        m.spec.cpus = 4;
+        store.crash_at = Some(point);
+        let err = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect_err("crashed");
+        assert!(err.to_string().contains("crashed"), "{err}");
+        let mut restarted = store.persisted.clone().expect("persisted");
+        assert!(
+            restarted
+                .status
+                .as_ref()
+                .is_some_and(|s| s.resize.is_some()),
+            "{point:?}: the change was recorded before it was sent"
+        );
+        if vcenter_finishes_first {
+            mock.finish_all();
+        }
+        let outcome = run(&mut restarted, false, &mock, &mut Store::default()).await;
+        assert_eq!(outcome.as_ref().ok(), Some(&Outcome::Ready), "{point:?}");
+        // What vCenter still had queued runs now.
+        mock.finish_all();
+        let (cpus, _, power, after) = shape(&mock);
+        assert_eq!(
+            (cpus, power.as_str()),
+            (4, "poweredOn"),
+            "{point:?}: applied"
+        );
+        assert_eq!(
+            after.parse::<u32>().expect("a version"),
+            before + 1,
+            "{point:?}: applied once, never twice"
+        );
+        mock
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_the_resize_request_is_sent_applies_it_once() {
+        let mock = resize_crash(Checkpoint::ResizeSent, true).await;
+        assert_eq!(mock.calls("resize"), 1, "it landed: not sent again");
+        // Restarted while the lost request is still queued: sent again under
+        // the same version, and vCenter refuses whichever comes second.
+        let mock = resize_crash(Checkpoint::ResizeSent, false).await;
+        assert_eq!(mock.calls("resize"), 2);
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_the_resize_task_is_recorded_waits_for_that_task() {
+        let mock = resize_crash(Checkpoint::ResizeRecorded, false).await;
+        assert_eq!(mock.calls("resize"), 1, "the recorded task is waited for");
+    }
+
+    #[tokio::test]
+    async fn a_restart_annotation_restarts_once_per_value() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.restart_requested_at = Some("2026-12-06T10:00:00Z".into());
+        for _ in 0..2 {
+            assert_eq!(
+                run(&mut m, false, &mock, &mut store)
+                    .await
+                    .expect("restart"),
+                Outcome::Ready
+            );
+        }
+        assert_eq!(
+            (mock.calls("powerOff"), mock.calls("powerOn")),
+            (1, 2),
+            "one restart for two reconciles of one value"
+        );
+        assert_eq!(
+            m.status.as_ref().and_then(|s| s.restarted_at.as_deref()),
+            Some("2026-12-06T10:00:00Z")
+        );
+        m.spec.restart_requested_at = Some("2026-12-06T11:00:00Z".into());
+        run(&mut m, false, &mock, &mut store).await.expect("again");
+        assert_eq!((mock.calls("powerOff"), mock.calls("powerOn")), (2, 3));
+        assert_eq!(shape(&mock).2, "poweredOn");
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_the_restart_power_on_does_not_restart_again() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = running(&mock, &mut store).await;
+        m.spec.restart_requested_at = Some("t1".into());
+        store.crash_at = Some(Checkpoint::PoweredOn);
+        run(&mut m, false, &mock, &mut store)
+            .await
+            .expect_err("crashed");
+        let mut restarted = store.persisted.clone().expect("persisted");
+        assert_eq!(
+            run(&mut restarted, false, &mock, &mut Store::default())
+                .await
+                .expect("re-run"),
+            Outcome::Ready
+        );
+        assert_eq!((mock.calls("powerOff"), mock.calls("powerOn")), (1, 2));
+        assert_eq!(
+            restarted
+                .status
+                .as_ref()
+                .and_then(|s| s.restarted_at.as_deref()),
+            Some("t1")
+        );
+    }
+
+    fn disks_gib(mock: &MockMachines) -> Vec<i64> {
+        mock.vms()[0]
+            .disks
+            .iter()
+            .map(|(_, k)| k / 1024 / 1024)
+            .collect()
+    }
+
+    fn data_disk(name: &str, gib: u64) -> crate::api::MachineDisk {
+        crate::api::MachineDisk {
+            name: name.into(),
+            size_gib: gib,
+            storage_class: "fast".into(),
+            datastore: "LocalDS_0".into(),
+            provisioning: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn disks_grow_and_are_added_live_a_shrink_is_refused_a_removed_one_kept() {
+        let mock = MockMachines::new();
+        let mut store = Store::default();
+        let mut m = machine("web");
+        m.spec.guest_agent = Some("none".into());
+        m.spec.disks.push(data_disk("data", 3));
+        run(&mut m, false, &mock, &mut store).await.expect("create");
+        assert_eq!(disks_gib(&mock), vec![20, 3]);
+        // Grow the data disk, add a log disk: live, one request.
+        m.spec.disks[1].size_gib = 5;
+        m.spec.disks.push(data_disk("logs", 2));
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect("grow"),
+            Outcome::Ready
+        );
+        assert_eq!(disks_gib(&mock), vec![20, 5, 2]);
+        assert_eq!((mock.calls("disks"), mock.calls("powerOff")), (1, 0));
+        let recorded: Vec<(String, Option<i32>)> = m
+            .status
+            .as_ref()
+            .map(|s| s.disks.iter().map(|d| (d.name.clone(), d.key)).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            recorded,
+            vec![
+                ("root".into(), Some(2000)),
+                ("data".into(), Some(2001)),
+                ("logs".into(), Some(2002))
+            ],
+            "by device key"
+        );
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("True".into(), reason::UP_TO_DATE.into())
+        );
+        // A shrink: refused, never sent.
+        m.spec.disks[1].size_gib = 4;
+        run(&mut m, false, &mock, &mut store).await.expect("shrink");
+        assert_eq!(disks_gib(&mock), vec![20, 5, 2]);
+        assert_eq!(mock.calls("disks"), 1, "nothing attempted");
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("False".into(), reason::DISK_SHRINK_REFUSED.into())
+        );
+        // Removed from the spec: kept with its data.
+        m.spec.disks[1].size_gib = 5;
+        m.spec.disks.pop();
+        run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("removed");
+        assert_eq!(disks_gib(&mock), vec![20, 5, 2], "never deleted");
+        assert_eq!(
+            condition(&m, conditions::RECONFIGURED),
+            ("False".into(), reason::DISK_KEPT.into())
+        );
+        assert_eq!(mock.calls("disks"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_crash_after_a_disk_addition_is_sent_adds_it_once() {
+        for finishes_first in [true, false] {
+            let mock = MockMachines::new();
+            let mut store = Store::default();
+            let mut m = machine("web");
+            m.spec.guest_agent = Some("none".into());
+            run(&mut m, false, &mock, &mut store).await.expect("create");
+            m.spec.disks.push(data_disk("data", 3));
+            store.crash_at = Some(Checkpoint::ResizeSent);
+            run(&mut m, false, &mock, &mut store)
+                .await
+                .expect_err("crashed");
+            let mut restarted = store.persisted.clone().expect("persisted");
+            assert!(
+                restarted
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.disks.iter().any(|d| d.name == "data")),
+                "recorded before it was sent"
+            );
+            if finishes_first {
+                mock.finish_all();
+            }
+            run(&mut restarted, false, &mock, &mut Store::default())
+                .await
+                .expect("re-run");
+            mock.finish_all();
+            assert_eq!(
+                disks_gib(&mock),
+                vec![20, 3],
+                "{finishes_first}: added once"
+            );
+        }
     }
 
     #[derive(Default)]

@@ -82,8 +82,11 @@ pub fn network_config(machine: &VSphereMachine, macs: &[String]) -> Option<Value
 }
 
 /// The `guestinfo.*` extraConfig keys of the clone. `secrets` are the
-/// machine's `cloudConfigSecretRefs`, in order; a missing one is an error
-/// (the caller reports it and does not clone).
+/// machine's `cloudConfigSecretRefs` (the VMImage's), then its
+/// `machineCloudConfigSecretRefs` (the VirtualMachine's), in order: user
+/// data parts in that order, later metadata keys winning, and the instance
+/// id, host name and network config set here winning over all; a missing
+/// one is an error (the caller reports it and does not clone).
 pub fn extra_config(
     machine: &VSphereMachine,
     instance_uuid: &str,
@@ -113,10 +116,13 @@ pub fn extra_config(
     }
     // Ours win: the instance id is what tells cloud-init a clone is a new instance.
     metadata.insert("instance-id".into(), json!(instance_uuid));
-    metadata.insert(
-        "local-hostname".into(),
-        json!(machine.metadata.name.as_deref().unwrap_or_default()),
-    );
+    let hostname = machine
+        .spec
+        .hostname
+        .as_deref()
+        .or(machine.metadata.name.as_deref())
+        .unwrap_or_default();
+    metadata.insert("local-hostname".into(), json!(hostname));
     if let Some(network) = network_config(machine, macs) {
         metadata.insert("network".into(), network);
     }
@@ -171,6 +177,37 @@ mod tests {
         keys.iter()
             .find(|(key, _)| key == k)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The merge order: the image's Secrets, then the VM's own; later
+    /// metadata keys win, the host name asked for wins over all.
+    #[test]
+    fn the_vm_s_own_cloud_config_comes_after_the_image_s_and_its_hostname_wins() {
+        let mut m = machine("web");
+        m.spec.hostname = Some("web-1.example.com".into());
+        let image = secret(
+            "image",
+            &[("metadata", "{region: eu, role: base, local-hostname: x}")],
+        );
+        let own = secret("own", &[("metadata", "{role: db}")]);
+        let keys = extract(&m, &[image, own]);
+        assert_eq!(keys["region"], "eu");
+        assert_eq!(keys["role"], "db", "the VM's own wins");
+        assert_eq!(keys["local-hostname"], "web-1.example.com");
+        m.spec.hostname = None;
+        assert_eq!(
+            extract(&m, &[])["local-hostname"],
+            "web",
+            "the name by default"
+        );
+    }
+
+    fn extract(m: &VSphereMachine, secrets: &[Secret]) -> Value {
+        let keys = extra_config(m, "u-1", &[], secrets).expect("keys");
+        serde_json::from_str(
+            &decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default(),
+        )
+        .expect("json")
     }
 
     #[test]

@@ -116,6 +116,10 @@ mod tests {
                 install_mode: Default::default(),
                 guest_agent: None,
                 cloud_config_secret_refs: vec![],
+                update_policy: None,
+                restart_requested_at: None,
+                hostname: None,
+                machine_cloud_config_secret_refs: vec![],
             },
         );
         m.metadata.namespace = Some(ns.into());

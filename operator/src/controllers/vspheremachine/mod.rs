@@ -94,17 +94,28 @@ impl Hooks for KubeHooks {
     }
 }
 
-/// The cloud-config Secrets of a machine, from the Provider's namespace.
+/// The cloud-config Secrets of a machine, in merge order: the VMImage's
+/// from the Provider's namespace, then the VirtualMachine's own from the
+/// machine's namespace.
 pub fn cloud_config_secrets(
     machine: &VSphereMachine,
     objects: &impl Objects,
 ) -> Result<Vec<Secret>, String> {
-    let namespace = &machine.spec.provider_ref.namespace;
-    machine
+    let provider_namespace = machine.spec.provider_ref.namespace.as_str();
+    let own_namespace = machine.metadata.namespace.as_deref().unwrap_or_default();
+    let image = machine
         .spec
         .cloud_config_secret_refs
         .iter()
-        .map(|r| {
+        .map(|r| (provider_namespace, r));
+    let own = machine
+        .spec
+        .machine_cloud_config_secret_refs
+        .iter()
+        .map(|r| (own_namespace, r));
+    image
+        .chain(own)
+        .map(|(namespace, r)| {
             objects
                 .secret(namespace, &r.name)
                 .ok_or_else(|| format!("cloud-config Secret {namespace}/{} not found", r.name))
@@ -225,9 +236,25 @@ where
                 .map(|r| r.name.clone()),
         );
     }
-    let fetched = ctx
+    let mut fetched = ctx
         .fetch(&provider_ref.namespace, &secrets, &config_maps)
         .await?;
+    if !deleting && !machine.spec.machine_cloud_config_secret_refs.is_empty() {
+        let names: Vec<String> = machine
+            .spec
+            .machine_cloud_config_secret_refs
+            .iter()
+            .map(|r| r.name.clone())
+            .collect();
+        let namespace = machine.metadata.namespace.clone().unwrap_or_default();
+        match ctx.fetch_machine_secrets(&namespace, &names).await {
+            Ok(found) => fetched.secrets.extend(found),
+            Err(error) => {
+                driver::report_error(&mut machine, &mut hooks, &error).await;
+                return Err(error);
+            }
+        }
+    }
     let params =
         readiness::connect_params(&provider, &fetched).map_err(|f| Error::ProviderUnusable {
             reason: f.reason,

@@ -242,19 +242,11 @@ async fn a_machine_whose_provider_is_gone_says_so_and_how_to_let_go() {
     let vsphere = vsphere();
     let mut m = with_finalizer(machine("web"));
     m.metadata.deletion_timestamp = Some(crate::conditions::now());
-    let (ctx, server) = World {
+    let world = World {
         secrets: vec![credentials("REPLACE-ME")],
         ..Default::default()
-    }
-    .context(vsphere.clone());
-    let object = serde_json::to_value(&m).unwrap_or_default();
-    let (result, seen) = serving_all(
-        ctx.clone(),
-        server,
-        object,
-        reconcile_machine(Arc::new(m), ctx),
-    )
-    .await;
+    };
+    let (result, seen) = reconcile_in(world, m, &vsphere).await;
     let error = result.expect_err("retried with backoff");
     assert_eq!(error.label(), "provider_not_found");
     assert!(finalizer_patches(&seen).is_empty(), "the finalizer stays");
@@ -597,4 +589,54 @@ async fn after_a_crash_between_claim_and_clone_the_same_claim_is_cloned_with() {
         cloned_network(&machines)["ethernets"]["eth0"]["addresses"],
         json!(["10.0.0.77/24"])
     );
+}
+
+/// A VM's own cloud-config Secret, in its namespace: read only where a Role
+/// grants it (the status says which grant is missing, nothing is cloned),
+/// then merged after the image's.
+#[tokio::test]
+async fn a_vm_s_own_cloud_config_is_read_only_where_a_role_grants_it() {
+    let own: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "own-cc", "namespace": "ns"},
+        "stringData": {"userdata": "#cloud-config\nruncmd: [echo own]\n"},
+    }))
+    .expect("secret");
+    let mut m = with_finalizer(machine("web"));
+    m.spec.machine_cloud_config_secret_refs = vec![crate::api::LocalObjectReference {
+        name: "own-cc".into(),
+    }];
+    let run = |granted: Vec<String>| {
+        let (vsphere, machines) = vsphere_with_machines();
+        let mut w = world();
+        w.secrets.push(own.clone());
+        w.granted = granted;
+        let m = m.clone();
+        async move {
+            let (result, seen) = reconcile_in(w, m, &vsphere).await;
+            (result, seen, machines)
+        }
+    };
+    let (result, seen, machines) = run(vec![]).await;
+    assert!(result.is_err(), "{result:?}");
+    let message = status_patches(&seen)
+        .last()
+        .map(|s| s["conditions"][0]["message"].to_string())
+        .unwrap_or_default();
+    assert!(
+        message.contains("ns/own-cc") && message.contains("Role"),
+        "{message}"
+    );
+    assert_eq!(machines.calls("clone"), 0, "nothing cloned");
+
+    let (result, _, machines) = run(vec!["ns".into()]).await;
+    assert!(result.is_ok(), "{result:?}");
+    let request = machines.clone_requests().remove(0);
+    let user = request
+        .shape
+        .extra_config
+        .iter()
+        .find(|(k, _)| k == "guestinfo.userdata")
+        .and_then(|(_, v)| super::guestinfo::decode(v))
+        .unwrap_or_default();
+    assert!(user.contains("echo own"), "{user}");
 }

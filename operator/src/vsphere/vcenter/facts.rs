@@ -2,7 +2,7 @@
 //! as the boundary's [`Error`]: the one place the real backend translates.
 
 use vsphere_client::mo;
-use vsphere_client::types::{TaskInfo, TaskInfoState};
+use vsphere_client::types::{AnyVirtualDevice, TaskInfo, TaskInfoState};
 
 use crate::vsphere::{ConnectParams, Error, ErrorKind, TaskFacts, TaskState, VmFacts};
 
@@ -17,6 +17,9 @@ pub(crate) const VM_PROPERTIES: &[&str] = &[
     "config.bootOptions.efiSecureBootEnabled",
     "config.cpuHotAddEnabled",
     "config.memoryHotAddEnabled",
+    "config.changeVersion",
+    "runtime.host",
+    "config.hardware.device",
     "guest.ipAddress",
     "guest.net",
 ];
@@ -80,6 +83,33 @@ pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
             .as_ref()
             .and_then(|c| c.memory_hot_add_enabled)
             .unwrap_or(false),
+        change_version: vm
+            .config
+            .as_ref()
+            .map(|c| c.change_version.clone())
+            .unwrap_or_default(),
+        // The reference; the session names it (see `machines`).
+        host: vm
+            .runtime
+            .as_ref()
+            .and_then(|r| r.host.as_ref())
+            .map(|h| h.value.clone())
+            .unwrap_or_default(),
+        disks: vm
+            .config
+            .iter()
+            .flat_map(|c| &c.hardware.device)
+            .filter_map(|d| match d {
+                AnyVirtualDevice::VirtualDisk(disk) => Some((
+                    disk.virtual_device.key,
+                    match disk.capacity_in_bytes {
+                        Some(bytes) if bytes > 0 => bytes / 1024,
+                        _ => disk.capacity_in_kb,
+                    },
+                )),
+                _ => None,
+            })
+            .collect(),
     }
 }
 

@@ -4,7 +4,8 @@
 //! `RetrievePropertiesEx` when it finds the VM); a clone is one `CloneVM_Task`
 //! through the SDK's clone with the template's devices, read once per session
 //! (the root disk copied with the class's provisioning through a disk locator);
-//! each power or reconfigure operation is one task call; tasks are waited for
+//! each power, reconfigure or resize operation is one task call (a resize carries
+//! the VM's `changeVersion`, so vCenter applies it at most once); tasks are waited for
 //! through the client's one shared task filter. Placement (folder, resource
 //! pool, datastores, port groups) is resolved once per session and cached, so
 //! it is amortised over every VM of the Provider.
@@ -27,7 +28,10 @@ use vsphere_client::vm::{
 use super::facts::{error, facts_of, task_facts, VM_PROPERTIES};
 use super::VCenterSession;
 use crate::api::{Firmware, Provisioning};
-use crate::vsphere::{CloneRequest, Error, Machines, ServerIdentity, Shape, TaskFacts, VmFacts};
+use crate::vsphere::{
+    CloneRequest, DiskChanges, Error, ExtraDisk, Machines, Resize, ServerIdentity, Shape,
+    TaskFacts, VmFacts,
+};
 
 /// What a session resolved once: inventory paths to references, port groups.
 #[derive(Default)]
@@ -36,6 +40,8 @@ pub struct PlacementCache {
     networks: Mutex<HashMap<(String, String), Network>>,
     /// Template reference -> its devices.
     devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
+    /// Host reference -> its name.
+    hosts: Mutex<HashMap<String, String>>,
 }
 
 impl PlacementCache {
@@ -165,6 +171,70 @@ impl VCenterSession {
         Ok(devices)
     }
 
+    /// The VM's host by name: read once per host and session (a resync
+    /// from the update stream costs no call); its reference when the name
+    /// cannot be read (a label is no reason to fail a reconcile).
+    async fn named_host(&self, mut vm: VmFacts) -> VmFacts {
+        if vm.host.is_empty() {
+            return vm;
+        }
+        let cached = self
+            .placement()
+            .hosts
+            .lock()
+            .ok()
+            .and_then(|h| h.get(&vm.host).cloned());
+        if let Some(name) = cached {
+            vm.host = name;
+            return vm;
+        }
+        let host = ManagedObjectReference {
+            type_: "HostSystem".into(),
+            value: vm.host.clone(),
+        };
+        let name = match self.client().properties::<mo::HostSystem>(&["name"]) {
+            Ok(query) => query.get(&host).await.ok().and_then(|h| h.name),
+            Err(_) => None,
+        };
+        if let Some(name) = name {
+            if let Ok(mut hosts) = self.placement().hosts.lock() {
+                hosts.insert(vm.host.clone(), name.clone());
+            }
+            vm.host = name;
+        }
+        vm
+    }
+
+    /// `config` with `disks` added, each on its datastore.
+    async fn add_disks(
+        &self,
+        mut config: ConfigSpec,
+        datacenter: &str,
+        disks: &[ExtraDisk],
+    ) -> Result<ConfigSpec, Error> {
+        for disk in disks {
+            let datastore = self
+                .required(
+                    &format!(
+                        "{}/datastore/{}",
+                        escape_name(datacenter),
+                        escape_name(&disk.datastore)
+                    ),
+                    "datastore",
+                )
+                .await?;
+            config = config.add_disk(
+                disk.size_gib as i64 * 1024 * 1024,
+                provisioning(disk.provisioning),
+                Some(DiskPlacement {
+                    datastore_name: disk.datastore.clone(),
+                    datastore,
+                }),
+            );
+        }
+        Ok(config)
+    }
+
     async fn network(&self, datacenter: &str, port_group: &str) -> Result<Network, Error> {
         let key = (datacenter.to_string(), port_group.to_string());
         if let Some(found) = self
@@ -215,26 +285,9 @@ impl VCenterSession {
         if let Some(gib) = shape.root_disk_gib {
             config = config.grow_disk(0, gib as i64 * 1024 * 1024);
         }
-        for disk in &shape.extra_disks {
-            let datastore = self
-                .required(
-                    &format!(
-                        "{}/datastore/{}",
-                        escape_name(datacenter),
-                        escape_name(&disk.datastore)
-                    ),
-                    "datastore",
-                )
-                .await?;
-            config = config.add_disk(
-                disk.size_gib as i64 * 1024 * 1024,
-                provisioning(disk.provisioning),
-                Some(DiskPlacement {
-                    datastore_name: disk.datastore.clone(),
-                    datastore,
-                }),
-            );
-        }
+        config = self
+            .add_disks(config, datacenter, &shape.extra_disks)
+            .await?;
         if !shape.nics.is_empty() {
             config = config.replace_nics();
         }
@@ -260,7 +313,7 @@ impl Machines for VCenterSession {
             .filter(|_| !fresh)
             .and_then(|w| w.by_uuid(instance_uuid))
         {
-            return Ok(Some(found));
+            return Ok(Some(self.named_host(found).await));
         }
         let client = self.client();
         let Some(found) = client
@@ -280,14 +333,14 @@ impl Machines for VCenterSession {
             .filter(|_| !fresh)
             .and_then(|w| w.by_ref(mo_ref))
         {
-            return Ok(Some(found));
+            return Ok(Some(self.named_host(found).await));
         }
         let query = self
             .client()
             .properties::<mo::VirtualMachine>(VM_PROPERTIES)
             .map_err(|e| error("reading the VM", &e))?;
         match query.get(&vm_ref(mo_ref)).await {
-            Ok(vm) => Ok(Some(facts_of(&vm))),
+            Ok(vm) => Ok(Some(self.named_host(facts_of(&vm)).await)),
             Err(e) if e.is_fault::<ManagedObjectNotFound>() => Ok(None),
             Err(e) => Err(error(&format!("reading {mo_ref}"), &e)),
         }
@@ -416,6 +469,67 @@ impl Machines for VCenterSession {
             .reconfig_vm_task(&vm_ref(vm), &spec)
             .await
             .map_err(|e| error(&format!("reconfiguring {vm}"), &e))?;
+        Ok(task.value)
+    }
+
+    async fn start_resize(&self, vm: &str, resize: &Resize) -> Result<String, Error> {
+        let mut spec = ConfigSpec::new()
+            .cpus(resize.cpus)
+            .memory_mb(resize.memory_mib)
+            .to_vim(&[])
+            .map_err(|e| error("the configuration", &e))?;
+        // vCenter applies it only to the configuration it was decided on.
+        spec.change_version = resize.change_version.clone().filter(|v| !v.is_empty());
+        let task = self
+            .client()
+            .vim()
+            .reconfig_vm_task(&vm_ref(vm), &spec)
+            .await
+            .map_err(|e| error(&format!("resizing {vm}"), &e))?;
+        Ok(task.value)
+    }
+
+    async fn start_disks(&self, vm: &str, changes: &DiskChanges) -> Result<String, Error> {
+        // The device changes are computed against the VM's disks as they are.
+        let current = self
+            .client()
+            .properties::<mo::VirtualMachine>(&["config.hardware.device"])
+            .map_err(|e| error("reading the VM's devices", &e))?
+            .get(&vm_ref(vm))
+            .await
+            .map_err(|e| error(&format!("reading {vm}'s devices"), &e))?;
+        let devices = current
+            .config
+            .map(|c| c.hardware.device)
+            .unwrap_or_default();
+        let keys: Vec<i32> = devices
+            .iter()
+            .filter_map(|d| match d {
+                AnyVirtualDevice::VirtualDisk(disk) => Some(disk.virtual_device.key),
+                _ => None,
+            })
+            .collect();
+        let mut config = ConfigSpec::new();
+        for (key, kib) in &changes.grow {
+            let index = keys
+                .iter()
+                .position(|k| k == key)
+                .ok_or_else(|| Error::fault("NotFound", format!("{vm} has no disk {key}")))?;
+            config = config.grow_disk(index, *kib);
+        }
+        config = self
+            .add_disks(config, &changes.datacenter, &changes.add)
+            .await?;
+        let mut spec = config
+            .to_vim(&devices)
+            .map_err(|e| error("the disk changes", &e))?;
+        spec.change_version = changes.change_version.clone().filter(|v| !v.is_empty());
+        let task = self
+            .client()
+            .vim()
+            .reconfig_vm_task(&vm_ref(vm), &spec)
+            .await
+            .map_err(|e| error(&format!("changing {vm}'s disks"), &e))?;
         Ok(task.value)
     }
 
