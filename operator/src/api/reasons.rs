@@ -130,8 +130,6 @@ pub mod vspheremachine {
             "vCenter did not answer within the Provider's call deadline; retried with backoff on a new session.";
         POWERED_ON = "PoweredOn", "Ready=True" => "The VM is on (with an IP address when it needs one).";
         POWERED_OFF = "PoweredOff", "Ready=True" => "The VM is off, as asked.";
-        ADDRESSES_UP_TO_DATE = "UpToDate", "IPAddressesUpToDate=True" =>
-            "Every IP pool claim of the machine is one its spec asks for (set once the condition has been False).";
         POOL_CHANGED = "PoolChanged", "IPAddressesUpToDate=False" =>
             "After the clone, a NIC's `ipam.pool` names another pool than its claim's: the VM keeps the address \
              its guest was configured with (the claim on the old pool is kept); re-create the VirtualMachine to \
@@ -144,8 +142,10 @@ pub mod vspheremachine {
             "The guest is being restarted for the VirtualMachine's `banlieue.io/restart-requested-at` annotation \
              (shut down, hard after a minute, then powered on); once per distinct value, handled in \
              `status.restartedAt`.";
-        UP_TO_DATE = "UpToDate", "Reconfigured=True" =>
-            "The VM has the CPUs and memory its spec asks for (its VMClass's).";
+        UP_TO_DATE = "UpToDate", "Reconfigured=True, IPAddressesUpToDate=True" =>
+            "`Reconfigured`: the VM has the CPUs, memory and disks its spec asks for (its VMClass's). \
+             `IPAddressesUpToDate`: every IP pool claim of the machine is one its spec asks for (set once the \
+             condition has been False).";
         APPLYING = "Applying", "Reconfigured=False" =>
             "A change is being applied: CPUs or memory live (what grows, on a VM with hot add) or while the \
              VM is off, recorded in `status.resize` before it is sent; disks grown or added (live), the added \

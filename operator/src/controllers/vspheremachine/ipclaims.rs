@@ -395,7 +395,7 @@ pub fn set_drift(
         None if had => Observed::new(
             IP_ADDRESSES_UP_TO_DATE,
             Status::True,
-            reason::ADDRESSES_UP_TO_DATE,
+            reason::UP_TO_DATE,
             "every IP pool claim is one the spec asks for",
         ),
         None => return (false, false),
