@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use banlieue::api::validate;
-use banlieue::api::{Provider, VMClass, VMImage, VirtualMachine};
+use banlieue::api::{Provider, VMClass, VMImage, VMSnapshot, VirtualMachine};
 use banlieue::check::schema::{schema_of, validate_object};
 use banlieue::check::{parse_documents, World};
 use banlieue::crdgen;
@@ -54,6 +54,7 @@ fn every_example_parses_and_matches_the_crd_schema() {
         "02-vmclass.yaml",
         "03-vmimage.yaml",
         "04-virtualmachine.yaml",
+        "06-vmsnapshot.yaml",
         "12-vmclass-tpm-encrypted.yaml",
         "13-vmimage-kairos-deferred-install-tpm.yaml",
     ] {
@@ -109,13 +110,29 @@ fn every_example_parses_and_matches_the_crd_schema() {
                     assert!(validate::virtual_machine(&v.spec).is_empty());
                     roundtrip(&doc, &v);
                 }
+                "VMSnapshot" => {
+                    assert!(
+                        schema_errors(&doc).is_empty(),
+                        "{name}: {:?}",
+                        schema_errors(&doc)
+                    );
+                    let s: VMSnapshot = serde_json::from_value(doc.clone()).expect(&name);
+                    roundtrip(&doc, &s);
+                }
                 "Secret" => {}
                 other => panic!("{name}: unexpected kind {other}"),
             }
             kinds.push(kind);
         }
     }
-    for kind in ["Provider", "VMClass", "VMImage", "VirtualMachine", "Secret"] {
+    for kind in [
+        "Provider",
+        "VMClass",
+        "VMImage",
+        "VirtualMachine",
+        "VMSnapshot",
+        "Secret",
+    ] {
         assert!(kinds.iter().any(|k| k == kind), "no {kind} example");
     }
 }
