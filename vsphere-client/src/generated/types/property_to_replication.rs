@@ -45,7 +45,7 @@ impl x::ArrayItem for PropertyChange {
     const ITEM_TAG: &'static str = "PropertyChange";
 }
 /// `PropertyFilterSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PropertyFilterSpec {
     /// `propSet`.
     pub prop_set: Vec<PropertySpec>,
@@ -58,6 +58,17 @@ impl x::SchemaType for PropertyFilterSpec {
     const TYPE_NAME: &'static str = "PropertyFilterSpec";
 }
 impl x::Structure for PropertyFilterSpec {}
+impl Clone for PropertyFilterSpec {
+    fn clone(&self) -> Self {
+        Self {
+            prop_set: x::clone_vec(&self.prop_set),
+            object_set: x::clone_vec(&self.object_set),
+            report_missing_objects_in_results: self
+                .report_missing_objects_in_results
+                .clone(),
+        }
+    }
+}
 impl x::Fields for PropertyFilterSpec {
     fn decode_field(
         &mut self,
@@ -89,7 +100,7 @@ impl x::ArrayItem for PropertyFilterSpec {
     const ITEM_TAG: &'static str = "PropertyFilterSpec";
 }
 /// `PropertyFilterUpdate` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PropertyFilterUpdate {
     /// `filter`.
     pub filter: x::ManagedObjectReference,
@@ -102,6 +113,15 @@ impl x::SchemaType for PropertyFilterUpdate {
     const TYPE_NAME: &'static str = "PropertyFilterUpdate";
 }
 impl x::Structure for PropertyFilterUpdate {}
+impl Clone for PropertyFilterUpdate {
+    fn clone(&self) -> Self {
+        Self {
+            filter: self.filter.clone(),
+            object_set: x::clone_vec(&self.object_set),
+            missing_set: x::clone_vec(&self.missing_set),
+        }
+    }
+}
 impl x::Fields for PropertyFilterUpdate {
     fn decode_field(
         &mut self,
@@ -128,7 +148,7 @@ impl x::ArrayItem for PropertyFilterUpdate {
     const ITEM_TAG: &'static str = "PropertyFilterUpdate";
 }
 /// `PropertySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PropertySpec {
     /// `type`.
     pub type_: String,
@@ -141,6 +161,15 @@ impl x::SchemaType for PropertySpec {
     const TYPE_NAME: &'static str = "PropertySpec";
 }
 impl x::Structure for PropertySpec {}
+impl Clone for PropertySpec {
+    fn clone(&self) -> Self {
+        Self {
+            type_: self.type_.clone(),
+            all: self.all.clone(),
+            path_set: x::clone_vec(&self.path_set),
+        }
+    }
+}
 impl x::Fields for PropertySpec {
     fn decode_field(
         &mut self,
@@ -1038,7 +1067,7 @@ impl x::Fields for ReplicationConfigFault {
     }
 }
 /// `ReplicationConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReplicationConfigSpec {
     /// `generation`.
     pub generation: i64,
@@ -1085,6 +1114,31 @@ impl x::SchemaType for ReplicationConfigSpec {
     const TYPE_NAME: &'static str = "ReplicationConfigSpec";
 }
 impl x::Structure for ReplicationConfigSpec {}
+impl Clone for ReplicationConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            generation: self.generation.clone(),
+            vm_replication_id: self.vm_replication_id.clone(),
+            destination: self.destination.clone(),
+            port: self.port.clone(),
+            rpo: self.rpo.clone(),
+            quiesce_guest_enabled: self.quiesce_guest_enabled.clone(),
+            paused: self.paused.clone(),
+            opp_updates_enabled: self.opp_updates_enabled.clone(),
+            net_compression_enabled: self.net_compression_enabled.clone(),
+            net_encryption_enabled: self.net_encryption_enabled.clone(),
+            encryption_destination: self.encryption_destination.clone(),
+            additional_encryption_destination: x::clone_vec(
+                &self.additional_encryption_destination,
+            ),
+            encryption_port: self.encryption_port.clone(),
+            remote_certificate_thumbprint: self.remote_certificate_thumbprint.clone(),
+            data_sets_replication_enabled: self.data_sets_replication_enabled.clone(),
+            use_hbr_proxy_http_preamble: self.use_hbr_proxy_http_preamble.clone(),
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
 impl x::Fields for ReplicationConfigSpec {
     fn decode_field(
         &mut self,
