@@ -273,8 +273,15 @@ fn clone_code(
     }
     for (owner, f) in fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
+        // Numbers and booleans (and their options) are `Copy`: copied as
+        // the derive would.
+        let copy = matches!(
+            plan.rust_type(&f.ty).as_str(),
+            "bool" | "i8" | "i16" | "i32" | "i64" | "f32" | "f64"
+        ) && !plan.is_boxed(owner, &f.name);
         match f.occurs {
             Occurs::Repeated => writeln!(code, "            {name}: x::clone_vec(&self.{name}),"),
+            _ if copy => writeln!(code, "            {name}: self.{name},"),
             _ => writeln!(code, "            {name}: self.{name}.clone(),"),
         }
         .ok();

@@ -1825,10 +1825,10 @@ impl Clone for AlarmTriggeringAction {
         Self {
             action: self.action.clone(),
             transition_specs: x::clone_vec(&self.transition_specs),
-            green2yellow: self.green2yellow.clone(),
-            yellow2red: self.yellow2red.clone(),
-            red2yellow: self.red2yellow.clone(),
-            yellow2green: self.yellow2green.clone(),
+            green2yellow: self.green2yellow,
+            yellow2red: self.yellow2red,
+            red2yellow: self.red2yellow,
+            yellow2green: self.yellow2green,
         }
     }
 }

@@ -774,8 +774,8 @@ impl Clone for ApplyHostProfileConfigurationSpec {
             host: self.host.clone(),
             task_list_requirement: x::clone_vec(&self.task_list_requirement),
             task_description: x::clone_vec(&self.task_description),
-            reboot_stateless: self.reboot_stateless.clone(),
-            reboot_host: self.reboot_host.clone(),
+            reboot_stateless: self.reboot_stateless,
+            reboot_host: self.reboot_host,
             fault_data: self.fault_data.clone(),
         }
     }
@@ -862,17 +862,17 @@ impl x::Structure for ApplyProfile {}
 impl Clone for ApplyProfile {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
+            enabled: self.enabled,
             policy: x::clone_vec(&self.policy),
             profile_type_name: self.profile_type_name.clone(),
             profile_version: self.profile_version.clone(),
             property: x::clone_vec(&self.property),
-            favorite: self.favorite.clone(),
-            to_be_merged: self.to_be_merged.clone(),
-            to_replace_with: self.to_replace_with.clone(),
-            to_be_deleted: self.to_be_deleted.clone(),
-            copy_enable_status: self.copy_enable_status.clone(),
-            hidden: self.hidden.clone(),
+            favorite: self.favorite,
+            to_be_merged: self.to_be_merged,
+            to_replace_with: self.to_replace_with,
+            to_be_deleted: self.to_be_deleted,
+            copy_enable_status: self.copy_enable_status,
+            hidden: self.hidden,
         }
     }
 }

@@ -146,8 +146,8 @@ impl x::Structure for AuthorizationRole {}
 impl Clone for AuthorizationRole {
     fn clone(&self) -> Self {
         Self {
-            role_id: self.role_id.clone(),
-            system: self.system.clone(),
+            role_id: self.role_id,
+            system: self.system,
             name: self.name.clone(),
             info: self.info.clone(),
             privilege: x::clone_vec(&self.privilege),
@@ -468,10 +468,10 @@ impl Clone for BaseConfigInfo {
             id: self.id.clone(),
             name: self.name.clone(),
             create_time: self.create_time.clone(),
-            keep_after_delete_vm: self.keep_after_delete_vm.clone(),
-            relocation_disabled: self.relocation_disabled.clone(),
-            native_snapshot_supported: self.native_snapshot_supported.clone(),
-            changed_block_tracking_enabled: self.changed_block_tracking_enabled.clone(),
+            keep_after_delete_vm: self.keep_after_delete_vm,
+            relocation_disabled: self.relocation_disabled,
+            native_snapshot_supported: self.native_snapshot_supported,
+            changed_block_tracking_enabled: self.changed_block_tracking_enabled,
             backing: self.backing.clone(),
             metadata: x::clone_vec(&self.metadata),
             vclock: self.vclock.clone(),

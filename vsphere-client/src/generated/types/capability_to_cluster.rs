@@ -48,23 +48,22 @@ impl x::Structure for Capability {}
 impl Clone for Capability {
     fn clone(&self) -> Self {
         Self {
-            provisioning_supported: self.provisioning_supported.clone(),
-            multi_host_supported: self.multi_host_supported.clone(),
-            user_shell_access_supported: self.user_shell_access_supported.clone(),
+            provisioning_supported: self.provisioning_supported,
+            multi_host_supported: self.multi_host_supported,
+            user_shell_access_supported: self.user_shell_access_supported,
             supported_evc_mode: x::clone_vec(&self.supported_evc_mode),
             supported_evc_graphics_mode: x::clone_vec(&self.supported_evc_graphics_mode),
             network_backup_and_restore_supported: self
-                .network_backup_and_restore_supported
-                .clone(),
-            ft_drs_without_evc_supported: self.ft_drs_without_evc_supported.clone(),
-            hci_workflow_supported: self.hci_workflow_supported.clone(),
-            compute_policy_version: self.compute_policy_version.clone(),
-            cluster_placement_supported: self.cluster_placement_supported.clone(),
-            lifecycle_management_supported: self.lifecycle_management_supported.clone(),
-            host_seeding_supported: self.host_seeding_supported.clone(),
-            scalable_shares_supported: self.scalable_shares_supported.clone(),
-            hadcs_supported: self.hadcs_supported.clone(),
-            config_mgmt_supported: self.config_mgmt_supported.clone(),
+                .network_backup_and_restore_supported,
+            ft_drs_without_evc_supported: self.ft_drs_without_evc_supported,
+            hci_workflow_supported: self.hci_workflow_supported,
+            compute_policy_version: self.compute_policy_version,
+            cluster_placement_supported: self.cluster_placement_supported,
+            lifecycle_management_supported: self.lifecycle_management_supported,
+            host_seeding_supported: self.host_seeding_supported,
+            scalable_shares_supported: self.scalable_shares_supported,
+            hadcs_supported: self.hadcs_supported,
+            config_mgmt_supported: self.config_mgmt_supported,
         }
     }
 }
@@ -250,7 +249,7 @@ impl Clone for ChoiceOption {
         Self {
             option_type: self.option_type.clone(),
             choice_info: x::clone_vec(&self.choice_info),
-            default_index: self.default_index.clone(),
+            default_index: self.default_index,
         }
     }
 }
@@ -1135,7 +1134,7 @@ impl Clone for ClusterComputeResourceHostConfigurationInput {
         Self {
             host: self.host.clone(),
             host_vmk_nics: x::clone_vec(&self.host_vmk_nics),
-            allowed_in_non_maintenance_mode: self.allowed_in_non_maintenance_mode.clone(),
+            allowed_in_non_maintenance_mode: self.allowed_in_non_maintenance_mode,
         }
     }
 }
@@ -1445,12 +1444,12 @@ impl Clone for ClusterComputeResourceSummary {
     fn clone(&self) -> Self {
         Self {
             compute_resource_summary: self.compute_resource_summary.clone(),
-            current_failover_level: self.current_failover_level.clone(),
+            current_failover_level: self.current_failover_level,
             admission_control_info: self.admission_control_info.clone(),
-            num_vmotions: self.num_vmotions.clone(),
-            target_balance: self.target_balance.clone(),
-            current_balance: self.current_balance.clone(),
-            drs_score: self.drs_score.clone(),
+            num_vmotions: self.num_vmotions,
+            target_balance: self.target_balance,
+            current_balance: self.current_balance,
+            drs_score: self.drs_score,
             num_vms_per_drs_score_bucket: x::clone_vec(
                 &self.num_vms_per_drs_score_bucket,
             ),
@@ -1631,7 +1630,7 @@ impl Clone for ClusterComputeResourceVcsSlots {
             system_id: self.system_id.clone(),
             host: self.host.clone(),
             datastore: x::clone_vec(&self.datastore),
-            total_slots: self.total_slots.clone(),
+            total_slots: self.total_slots,
         }
     }
 }
@@ -1988,7 +1987,7 @@ impl Clone for ClusterConfigSpecEx {
             group_spec: x::clone_vec(&self.group_spec),
             infra_update_ha_config: self.infra_update_ha_config.clone(),
             proactive_drs_config: self.proactive_drs_config.clone(),
-            in_hci_workflow: self.in_hci_workflow.clone(),
+            in_hci_workflow: self.in_hci_workflow,
             crypto_config: self.crypto_config.clone(),
             vsan_core_config_spec: self.vsan_core_config_spec.clone(),
         }
@@ -2408,13 +2407,13 @@ impl x::Structure for ClusterDasConfigInfo {}
 impl Clone for ClusterDasConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
+            enabled: self.enabled,
             vm_monitoring: self.vm_monitoring.clone(),
             host_monitoring: self.host_monitoring.clone(),
             vm_component_protecting: self.vm_component_protecting.clone(),
-            failover_level: self.failover_level.clone(),
+            failover_level: self.failover_level,
             admission_control_policy: self.admission_control_policy.clone(),
-            admission_control_enabled: self.admission_control_enabled.clone(),
+            admission_control_enabled: self.admission_control_enabled,
             default_vm_settings: self.default_vm_settings.clone(),
             option: x::clone_vec(&self.option),
             heartbeat_datastore: x::clone_vec(&self.heartbeat_datastore),
@@ -2554,12 +2553,12 @@ impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
                 .cluster_das_advanced_runtime_info
                 .clone(),
             slot_info: self.slot_info.clone(),
-            total_slots: self.total_slots.clone(),
-            used_slots: self.used_slots.clone(),
-            unreserved_slots: self.unreserved_slots.clone(),
-            total_vms: self.total_vms.clone(),
-            total_hosts: self.total_hosts.clone(),
-            total_good_hosts: self.total_good_hosts.clone(),
+            total_slots: self.total_slots,
+            used_slots: self.used_slots,
+            unreserved_slots: self.unreserved_slots,
+            total_vms: self.total_vms,
+            total_hosts: self.total_hosts,
+            total_good_hosts: self.total_good_hosts,
             host_slots: x::clone_vec(&self.host_slots),
             vms_requiring_multiple_slots: x::clone_vec(
                 &self.vms_requiring_multiple_slots,

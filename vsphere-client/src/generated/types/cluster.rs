@@ -62,9 +62,9 @@ impl x::Structure for ClusterDpmConfigInfo {}
 impl Clone for ClusterDpmConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
+            enabled: self.enabled,
             default_dpm_behavior: self.default_dpm_behavior.clone(),
-            host_power_action_rate: self.host_power_action_rate.clone(),
+            host_power_action_rate: self.host_power_action_rate,
             option: x::clone_vec(&self.option),
         }
     }
@@ -203,10 +203,10 @@ impl x::Structure for ClusterDrsConfigInfo {}
 impl Clone for ClusterDrsConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
-            enable_vm_behavior_overrides: self.enable_vm_behavior_overrides.clone(),
+            enabled: self.enabled,
+            enable_vm_behavior_overrides: self.enable_vm_behavior_overrides,
             default_vm_behavior: self.default_vm_behavior.clone(),
-            vmotion_rate: self.vmotion_rate.clone(),
+            vmotion_rate: self.vmotion_rate,
             scale_descendants_shares: self.scale_descendants_shares.clone(),
             option: x::clone_vec(&self.option),
         }
@@ -469,7 +469,7 @@ impl Clone for ClusterDrsRecommendation {
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
-            rating: self.rating.clone(),
+            rating: self.rating,
             reason: self.reason.clone(),
             reason_text: self.reason_text.clone(),
             migration_list: x::clone_vec(&self.migration_list),
@@ -869,7 +869,7 @@ impl Clone for ClusterFailoverHostAdmissionControlPolicy {
                 .cluster_das_admission_control_policy
                 .clone(),
             failover_hosts: x::clone_vec(&self.failover_hosts),
-            failover_level: self.failover_level.clone(),
+            failover_level: self.failover_level,
         }
     }
 }
@@ -1525,7 +1525,7 @@ impl x::Structure for ClusterInfraUpdateHaConfigInfo {}
 impl Clone for ClusterInfraUpdateHaConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
+            enabled: self.enabled,
             behavior: self.behavior.clone(),
             moderate_remediation: self.moderate_remediation.clone(),
             severe_remediation: self.severe_remediation.clone(),
@@ -2270,7 +2270,7 @@ impl Clone for ClusterRecommendation {
             key: self.key.clone(),
             type_: self.type_.clone(),
             time: self.time.clone(),
-            rating: self.rating.clone(),
+            rating: self.rating,
             reason: self.reason.clone(),
             reason_text: self.reason_text.clone(),
             warning_text: self.warning_text.clone(),

@@ -895,7 +895,7 @@ impl Clone for CryptoManagerKmipCryptoKeyStatus {
     fn clone(&self) -> Self {
         Self {
             key_id: self.key_id.clone(),
-            key_available: self.key_available.clone(),
+            key_available: self.key_available,
             reason: self.reason.clone(),
             key_info: self.key_info.clone(),
             encrypted_vms: x::clone_vec(&self.encrypted_vms),

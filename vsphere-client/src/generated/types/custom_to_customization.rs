@@ -1315,12 +1315,12 @@ impl Clone for CustomizationLinuxPrep {
             host_name: self.host_name.clone(),
             domain: self.domain.clone(),
             time_zone: self.time_zone.clone(),
-            hw_clock_utc: self.hw_clock_utc.clone(),
+            hw_clock_utc: self.hw_clock_utc,
             script_text: self.script_text.clone(),
             compatible_customization_method: self
                 .compatible_customization_method
                 .clone(),
-            reset_password: self.reset_password.clone(),
+            reset_password: self.reset_password,
             password: self.password.clone(),
             extra_config: x::clone_vec(&self.extra_config),
         }
@@ -1832,7 +1832,7 @@ impl Clone for CustomizationSysprep {
             identification: self.identification.clone(),
             license_file_print_data: self.license_file_print_data.clone(),
             script_text: self.script_text.clone(),
-            reset_password: self.reset_password.clone(),
+            reset_password: self.reset_password,
             extra_config: x::clone_vec(&self.extra_config),
         }
     }

@@ -1657,16 +1657,16 @@ impl Clone for DatastoreInfo {
         Self {
             name: self.name.clone(),
             url: self.url.clone(),
-            free_space: self.free_space.clone(),
-            max_file_size: self.max_file_size.clone(),
-            max_virtual_disk_capacity: self.max_virtual_disk_capacity.clone(),
-            max_memory_file_size: self.max_memory_file_size.clone(),
+            free_space: self.free_space,
+            max_file_size: self.max_file_size,
+            max_virtual_disk_capacity: self.max_virtual_disk_capacity,
+            max_memory_file_size: self.max_memory_file_size,
             timestamp: self.timestamp.clone(),
             container_id: self.container_id.clone(),
             alias_of: self.alias_of.clone(),
             supported_vdisk_formats: x::clone_vec(&self.supported_vdisk_formats),
-            logical_sector_size: self.logical_sector_size.clone(),
-            physical_sector_size: self.physical_sector_size.clone(),
+            logical_sector_size: self.logical_sector_size,
+            physical_sector_size: self.physical_sector_size,
         }
     }
 }

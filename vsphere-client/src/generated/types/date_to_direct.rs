@@ -897,8 +897,8 @@ impl x::Structure for DiagnosticManagerLogHeader {}
 impl Clone for DiagnosticManagerLogHeader {
     fn clone(&self) -> Self {
         Self {
-            line_start: self.line_start.clone(),
-            line_end: self.line_end.clone(),
+            line_start: self.line_start,
+            line_end: self.line_end,
             line_text: x::clone_vec(&self.line_text),
         }
     }

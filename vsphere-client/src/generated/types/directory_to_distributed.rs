@@ -352,8 +352,8 @@ impl x::Structure for DiskChangeInfo {}
 impl Clone for DiskChangeInfo {
     fn clone(&self) -> Self {
         Self {
-            start_offset: self.start_offset.clone(),
-            length: self.length.clone(),
+            start_offset: self.start_offset,
+            length: self.length,
             changed_area: x::clone_vec(&self.changed_area),
         }
     }
@@ -1053,16 +1053,16 @@ impl Clone for DistributedVirtualSwitchHostMemberConfigInfo {
     fn clone(&self) -> Self {
         Self {
             host: self.host.clone(),
-            max_proxy_switch_ports: self.max_proxy_switch_ports.clone(),
+            max_proxy_switch_ports: self.max_proxy_switch_ports,
             vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
             backing: self.backing.clone(),
-            nsx_switch: self.nsx_switch.clone(),
-            ens_enabled: self.ens_enabled.clone(),
-            ens_interrupt_enabled: self.ens_interrupt_enabled.clone(),
+            nsx_switch: self.nsx_switch,
+            ens_enabled: self.ens_enabled,
+            ens_interrupt_enabled: self.ens_interrupt_enabled,
             transport_zones: x::clone_vec(&self.transport_zones),
             nsxt_used_uplink_names: x::clone_vec(&self.nsxt_used_uplink_names),
-            network_offloading_enabled: self.network_offloading_enabled.clone(),
-            tepless_mode: self.tepless_mode.clone(),
+            network_offloading_enabled: self.network_offloading_enabled,
+            tepless_mode: self.tepless_mode,
         }
     }
 }
@@ -1145,7 +1145,7 @@ impl Clone for DistributedVirtualSwitchHostMemberConfigSpec {
             operation: self.operation.clone(),
             host: self.host.clone(),
             backing: self.backing.clone(),
-            max_proxy_switch_ports: self.max_proxy_switch_ports.clone(),
+            max_proxy_switch_ports: self.max_proxy_switch_ports,
             vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
         }
     }
@@ -1914,7 +1914,7 @@ impl Clone for DistributedVirtualSwitchManagerSpanInfo {
         Self {
             id: self.id.clone(),
             clusters: x::clone_vec(&self.clusters),
-            exclusive: self.exclusive.clone(),
+            exclusive: self.exclusive,
         }
     }
 }
@@ -2123,13 +2123,13 @@ impl x::Structure for DistributedVirtualSwitchPortCriteria {}
 impl Clone for DistributedVirtualSwitchPortCriteria {
     fn clone(&self) -> Self {
         Self {
-            connected: self.connected.clone(),
-            active: self.active.clone(),
-            uplink_port: self.uplink_port.clone(),
-            nsx_port: self.nsx_port.clone(),
+            connected: self.connected,
+            active: self.active,
+            uplink_port: self.uplink_port,
+            nsx_port: self.nsx_port,
             scope: self.scope.clone(),
             portgroup_key: x::clone_vec(&self.portgroup_key),
-            inside: self.inside.clone(),
+            inside: self.inside,
             port_key: x::clone_vec(&self.port_key),
             host: x::clone_vec(&self.host),
         }

@@ -299,15 +299,15 @@ impl x::Structure for DVPortStatus {}
 impl Clone for DVPortStatus {
     fn clone(&self) -> Self {
         Self {
-            link_up: self.link_up.clone(),
-            blocked: self.blocked.clone(),
+            link_up: self.link_up,
+            blocked: self.blocked,
             vlan_ids: x::clone_vec(&self.vlan_ids),
-            trunking_mode: self.trunking_mode.clone(),
-            mtu: self.mtu.clone(),
+            trunking_mode: self.trunking_mode,
+            mtu: self.mtu,
             link_peer: self.link_peer.clone(),
             mac_address: self.mac_address.clone(),
             status_detail: self.status_detail.clone(),
-            vm_direct_path_gen2_active: self.vm_direct_path_gen2_active.clone(),
+            vm_direct_path_gen2_active: self.vm_direct_path_gen2_active,
             vm_direct_path_gen2_inactive_reason_network: x::clone_vec(
                 &self.vm_direct_path_gen2_inactive_reason_network,
             ),
@@ -435,7 +435,7 @@ impl Clone for DVPortgroupConfigInfo {
         Self {
             key: self.key.clone(),
             name: self.name.clone(),
-            num_ports: self.num_ports.clone(),
+            num_ports: self.num_ports,
             distributed_virtual_switch: self.distributed_virtual_switch.clone(),
             default_port_config: self.default_port_config.clone(),
             description: self.description.clone(),
@@ -446,11 +446,11 @@ impl Clone for DVPortgroupConfigInfo {
             scope: x::clone_vec(&self.scope),
             vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
             config_version: self.config_version.clone(),
-            auto_expand: self.auto_expand.clone(),
+            auto_expand: self.auto_expand,
             vm_vnic_network_resource_pool_key: self
                 .vm_vnic_network_resource_pool_key
                 .clone(),
-            uplink: self.uplink.clone(),
+            uplink: self.uplink,
             transport_zone_uuid: self.transport_zone_uuid.clone(),
             transport_zone_name: self.transport_zone_name.clone(),
             logical_switch_uuid: self.logical_switch_uuid.clone(),
@@ -597,7 +597,7 @@ impl Clone for DVPortgroupConfigSpec {
         Self {
             config_version: self.config_version.clone(),
             name: self.name.clone(),
-            num_ports: self.num_ports.clone(),
+            num_ports: self.num_ports,
             port_name_format: self.port_name_format.clone(),
             default_port_config: self.default_port_config.clone(),
             description: self.description.clone(),
@@ -606,7 +606,7 @@ impl Clone for DVPortgroupConfigSpec {
             scope: x::clone_vec(&self.scope),
             policy: self.policy.clone(),
             vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
-            auto_expand: self.auto_expand.clone(),
+            auto_expand: self.auto_expand,
             vm_vnic_network_resource_pool_key: self
                 .vm_vnic_network_resource_pool_key
                 .clone(),
@@ -836,7 +836,7 @@ impl x::Structure for DVPortgroupNsxConfig {}
 impl Clone for DVPortgroupNsxConfig {
     fn clone(&self) -> Self {
         Self {
-            vlan_id_extended: self.vlan_id_extended.clone(),
+            vlan_id_extended: self.vlan_id_extended,
             subnet_addresses: self.subnet_addresses.clone(),
             span_ids: x::clone_vec(&self.span_ids),
         }

@@ -55,11 +55,9 @@ impl x::Structure for DVSCapability {}
 impl Clone for DVSCapability {
     fn clone(&self) -> Self {
         Self {
-            dvs_operation_supported: self.dvs_operation_supported.clone(),
-            dv_port_group_operation_supported: self
-                .dv_port_group_operation_supported
-                .clone(),
-            dv_port_operation_supported: self.dv_port_operation_supported.clone(),
+            dvs_operation_supported: self.dvs_operation_supported,
+            dv_port_group_operation_supported: self.dv_port_group_operation_supported,
+            dv_port_operation_supported: self.dv_port_operation_supported,
             compatible_host_component_product_info: x::clone_vec(
                 &self.compatible_host_component_product_info,
             ),
@@ -177,9 +175,9 @@ impl Clone for DVSConfigInfo {
         Self {
             uuid: self.uuid.clone(),
             name: self.name.clone(),
-            num_standalone_ports: self.num_standalone_ports.clone(),
-            num_ports: self.num_ports.clone(),
-            max_ports: self.max_ports.clone(),
+            num_standalone_ports: self.num_standalone_ports,
+            num_ports: self.num_ports,
+            max_ports: self.max_ports,
             uplink_port_policy: self.uplink_port_policy.clone(),
             uplink_portgroup: x::clone_vec(&self.uplink_portgroup),
             default_port_config: self.default_port_config.clone(),
@@ -195,11 +193,8 @@ impl Clone for DVSConfigInfo {
             switch_ip_address: self.switch_ip_address.clone(),
             create_time: self.create_time.clone(),
             network_resource_management_enabled: self
-                .network_resource_management_enabled
-                .clone(),
-            default_proxy_switch_max_num_ports: self
-                .default_proxy_switch_max_num_ports
-                .clone(),
+                .network_resource_management_enabled,
+            default_proxy_switch_max_num_ports: self.default_proxy_switch_max_num_ports,
             health_check_config: x::clone_vec(&self.health_check_config),
             infrastructure_traffic_resource_config: x::clone_vec(
                 &self.infrastructure_traffic_resource_config,
@@ -213,9 +208,7 @@ impl Clone for DVSConfigInfo {
             vm_vnic_network_resource_pool: x::clone_vec(
                 &self.vm_vnic_network_resource_pool,
             ),
-            pnic_capacity_ratio_for_reservation: self
-                .pnic_capacity_ratio_for_reservation
-                .clone(),
+            pnic_capacity_ratio_for_reservation: self.pnic_capacity_ratio_for_reservation,
         }
     }
 }
@@ -375,8 +368,8 @@ impl Clone for DVSConfigSpec {
         Self {
             config_version: self.config_version.clone(),
             name: self.name.clone(),
-            num_standalone_ports: self.num_standalone_ports.clone(),
-            max_ports: self.max_ports.clone(),
+            num_standalone_ports: self.num_standalone_ports,
+            max_ports: self.max_ports,
             uplink_port_policy: self.uplink_port_policy.clone(),
             uplink_portgroup: x::clone_vec(&self.uplink_portgroup),
             default_port_config: self.default_port_config.clone(),
@@ -387,9 +380,7 @@ impl Clone for DVSConfigSpec {
             vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
             contact: self.contact.clone(),
             switch_ip_address: self.switch_ip_address.clone(),
-            default_proxy_switch_max_num_ports: self
-                .default_proxy_switch_max_num_ports
-                .clone(),
+            default_proxy_switch_max_num_ports: self.default_proxy_switch_max_num_ports,
             infrastructure_traffic_resource_config: x::clone_vec(
                 &self.infrastructure_traffic_resource_config,
             ),
@@ -644,21 +635,19 @@ impl Clone for DVSFeatureCapability {
     fn clone(&self) -> Self {
         Self {
             network_resource_management_supported: self
-                .network_resource_management_supported
-                .clone(),
-            vm_direct_path_gen2_supported: self.vm_direct_path_gen2_supported.clone(),
+                .network_resource_management_supported,
+            vm_direct_path_gen2_supported: self.vm_direct_path_gen2_supported,
             nic_teaming_policy: x::clone_vec(&self.nic_teaming_policy),
             network_resource_pool_high_share_value: self
-                .network_resource_pool_high_share_value
-                .clone(),
+                .network_resource_pool_high_share_value,
             network_resource_management_capability: self
                 .network_resource_management_capability
                 .clone(),
             health_check_capability: self.health_check_capability.clone(),
             rollback_capability: self.rollback_capability.clone(),
             backup_restore_capability: self.backup_restore_capability.clone(),
-            network_filter_supported: self.network_filter_supported.clone(),
-            mac_learning_supported: self.mac_learning_supported.clone(),
+            network_filter_supported: self.network_filter_supported,
+            mac_learning_supported: self.mac_learning_supported,
         }
     }
 }
@@ -1699,7 +1688,7 @@ impl Clone for DVSSummary {
         Self {
             name: self.name.clone(),
             uuid: self.uuid.clone(),
-            num_ports: self.num_ports.clone(),
+            num_ports: self.num_ports,
             product_info: self.product_info.clone(),
             host_member: x::clone_vec(&self.host_member),
             vm: x::clone_vec(&self.vm),
@@ -1707,7 +1696,7 @@ impl Clone for DVSSummary {
             portgroup_name: x::clone_vec(&self.portgroup_name),
             description: self.description.clone(),
             contact: self.contact.clone(),
-            num_hosts: self.num_hosts.clone(),
+            num_hosts: self.num_hosts,
         }
     }
 }

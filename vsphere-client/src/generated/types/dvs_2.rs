@@ -2569,9 +2569,9 @@ impl x::Structure for DvsResourceRuntimeInfo {}
 impl Clone for DvsResourceRuntimeInfo {
     fn clone(&self) -> Self {
         Self {
-            capacity: self.capacity.clone(),
-            usage: self.usage.clone(),
-            available: self.available.clone(),
+            capacity: self.capacity,
+            usage: self.usage,
+            available: self.available,
             allocated_resource: x::clone_vec(&self.allocated_resource),
             vm_vnic_network_resource_pool_runtime: x::clone_vec(
                 &self.vm_vnic_network_resource_pool_runtime,
@@ -2964,7 +2964,7 @@ impl Clone for DvsTrafficRule {
         Self {
             key: self.key.clone(),
             description: self.description.clone(),
-            sequence: self.sequence.clone(),
+            sequence: self.sequence,
             qualifier: x::clone_vec(&self.qualifier),
             action: self.action.clone(),
             direction: self.direction.clone(),
@@ -3022,8 +3022,8 @@ impl Clone for DvsTrafficRuleset {
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
-            enabled: self.enabled.clone(),
-            precedence: self.precedence.clone(),
+            enabled: self.enabled,
+            precedence: self.precedence,
             rules: x::clone_vec(&self.rules),
         }
     }
@@ -3338,9 +3338,9 @@ impl Clone for DvsVmVnicNetworkResourcePoolRuntimeInfo {
         Self {
             key: self.key.clone(),
             name: self.name.clone(),
-            capacity: self.capacity.clone(),
-            usage: self.usage.clone(),
-            available: self.available.clone(),
+            capacity: self.capacity,
+            usage: self.usage,
+            available: self.available,
             status: self.status.clone(),
             allocated_resource: x::clone_vec(&self.allocated_resource),
         }

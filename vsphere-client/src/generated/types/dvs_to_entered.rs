@@ -645,7 +645,7 @@ impl Clone for EVCMode {
             feature_requirement: x::clone_vec(&self.feature_requirement),
             vendor: self.vendor.clone(),
             track: x::clone_vec(&self.track),
-            vendor_tier: self.vendor_tier.clone(),
+            vendor_tier: self.vendor_tier,
         }
     }
 }

@@ -860,17 +860,17 @@ impl Clone for EventFilterSpec {
             entity: self.entity.clone(),
             time: self.time.clone(),
             user_name: self.user_name.clone(),
-            event_chain_id: self.event_chain_id.clone(),
+            event_chain_id: self.event_chain_id,
             alarm: self.alarm.clone(),
             scheduled_task: self.scheduled_task.clone(),
-            disable_full_message: self.disable_full_message.clone(),
+            disable_full_message: self.disable_full_message,
             category: x::clone_vec(&self.category),
             type_: x::clone_vec(&self.type_),
             tag: x::clone_vec(&self.tag),
             event_type_id: x::clone_vec(&self.event_type_id),
-            max_count: self.max_count.clone(),
-            delayed_init: self.delayed_init.clone(),
-            auditable: self.auditable.clone(),
+            max_count: self.max_count,
+            delayed_init: self.delayed_init,
+            auditable: self.auditable,
             audit_id: x::clone_vec(&self.audit_id),
         }
     }
@@ -1009,7 +1009,7 @@ impl x::Structure for EventFilterSpecByUsername {}
 impl Clone for EventFilterSpecByUsername {
     fn clone(&self) -> Self {
         Self {
-            system_user: self.system_user.clone(),
+            system_user: self.system_user,
             user_list: x::clone_vec(&self.user_list),
         }
     }

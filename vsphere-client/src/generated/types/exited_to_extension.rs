@@ -707,7 +707,7 @@ impl Clone for Extension {
             ovf_consumer_info: self.ovf_consumer_info.clone(),
             extended_product_info: self.extended_product_info.clone(),
             managed_entity_info: x::clone_vec(&self.managed_entity_info),
-            shown_in_solution_manager: self.shown_in_solution_manager.clone(),
+            shown_in_solution_manager: self.shown_in_solution_manager,
             solution_manager_info: self.solution_manager_info.clone(),
         }
     }

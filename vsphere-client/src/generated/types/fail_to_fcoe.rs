@@ -340,10 +340,10 @@ impl x::Structure for FaultToleranceConfigInfo {}
 impl Clone for FaultToleranceConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            role: self.role.clone(),
+            role: self.role,
             instance_uuids: x::clone_vec(&self.instance_uuids),
             config_paths: x::clone_vec(&self.config_paths),
-            orphaned: self.orphaned.clone(),
+            orphaned: self.orphaned,
         }
     }
 }
@@ -1080,11 +1080,11 @@ impl x::Structure for FcoeConfig {}
 impl Clone for FcoeConfig {
     fn clone(&self) -> Self {
         Self {
-            priority_class: self.priority_class.clone(),
+            priority_class: self.priority_class,
             source_mac: self.source_mac.clone(),
             vlan_range: x::clone_vec(&self.vlan_range),
             capabilities: self.capabilities.clone(),
-            fcoe_active: self.fcoe_active.clone(),
+            fcoe_active: self.fcoe_active,
         }
     }
 }
@@ -1168,7 +1168,7 @@ impl Clone for FcoeConfigFcoeSpecification {
     fn clone(&self) -> Self {
         Self {
             underlying_pnic: self.underlying_pnic.clone(),
-            priority_class: self.priority_class.clone(),
+            priority_class: self.priority_class,
             source_mac: self.source_mac.clone(),
             vlan_range: x::clone_vec(&self.vlan_range),
         }

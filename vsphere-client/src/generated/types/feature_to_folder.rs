@@ -245,7 +245,7 @@ impl Clone for FileBackedVirtualDiskSpec {
     fn clone(&self) -> Self {
         Self {
             virtual_disk_spec: self.virtual_disk_spec.clone(),
-            capacity_kb: self.capacity_kb.clone(),
+            capacity_kb: self.capacity_kb,
             profile: x::clone_vec(&self.profile),
             crypto: self.crypto.clone(),
             sector_format: self.sector_format.clone(),

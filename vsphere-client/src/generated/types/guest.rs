@@ -286,8 +286,8 @@ impl Clone for GuestDiskInfo {
     fn clone(&self) -> Self {
         Self {
             disk_path: self.disk_path.clone(),
-            capacity: self.capacity.clone(),
-            free_space: self.free_space.clone(),
+            capacity: self.capacity,
+            free_space: self.free_space,
             filesystem_type: self.filesystem_type.clone(),
             mappings: x::clone_vec(&self.mappings),
         }
@@ -490,13 +490,11 @@ impl Clone for GuestInfo {
             screen: self.screen.clone(),
             guest_state: self.guest_state.clone(),
             app_heartbeat_status: self.app_heartbeat_status.clone(),
-            guest_kernel_crashed: self.guest_kernel_crashed.clone(),
+            guest_kernel_crashed: self.guest_kernel_crashed,
             app_state: self.app_state.clone(),
-            guest_operations_ready: self.guest_operations_ready.clone(),
-            interactive_guest_operations_ready: self
-                .interactive_guest_operations_ready
-                .clone(),
-            guest_state_change_supported: self.guest_state_change_supported.clone(),
+            guest_operations_ready: self.guest_operations_ready,
+            interactive_guest_operations_ready: self.interactive_guest_operations_ready,
+            guest_state_change_supported: self.guest_state_change_supported,
             generation_info: x::clone_vec(&self.generation_info),
             hw_version: self.hw_version.clone(),
             customization_info: self.customization_info.clone(),
@@ -716,7 +714,7 @@ impl Clone for GuestListFileInfo {
     fn clone(&self) -> Self {
         Self {
             files: x::clone_vec(&self.files),
-            remaining: self.remaining.clone(),
+            remaining: self.remaining,
         }
     }
 }
@@ -855,8 +853,8 @@ impl Clone for GuestNicInfo {
             network: self.network.clone(),
             ip_address: x::clone_vec(&self.ip_address),
             mac_address: self.mac_address.clone(),
-            connected: self.connected.clone(),
-            device_config_id: self.device_config_id.clone(),
+            connected: self.connected,
+            device_config_id: self.device_config_id,
             dns_config: self.dns_config.clone(),
             ip_config: self.ip_config.clone(),
             net_bios_config: self.net_bios_config.clone(),
@@ -1120,97 +1118,78 @@ impl Clone for GuestOsDescriptor {
             id: self.id.clone(),
             family: self.family.clone(),
             full_name: self.full_name.clone(),
-            supported_max_cpus: self.supported_max_cpus.clone(),
-            num_supported_physical_sockets: self.num_supported_physical_sockets.clone(),
-            num_supported_cores_per_socket: self.num_supported_cores_per_socket.clone(),
-            supported_min_mem_mb: self.supported_min_mem_mb.clone(),
-            supported_max_mem_mb: self.supported_max_mem_mb.clone(),
-            recommended_mem_mb: self.recommended_mem_mb.clone(),
-            recommended_color_depth: self.recommended_color_depth.clone(),
+            supported_max_cpus: self.supported_max_cpus,
+            num_supported_physical_sockets: self.num_supported_physical_sockets,
+            num_supported_cores_per_socket: self.num_supported_cores_per_socket,
+            supported_min_mem_mb: self.supported_min_mem_mb,
+            supported_max_mem_mb: self.supported_max_mem_mb,
+            recommended_mem_mb: self.recommended_mem_mb,
+            recommended_color_depth: self.recommended_color_depth,
             supported_disk_controller_list: x::clone_vec(
                 &self.supported_disk_controller_list,
             ),
             recommended_scsi_controller: self.recommended_scsi_controller.clone(),
             recommended_disk_controller: self.recommended_disk_controller.clone(),
-            supported_num_disks: self.supported_num_disks.clone(),
-            recommended_disk_size_mb: self.recommended_disk_size_mb.clone(),
+            supported_num_disks: self.supported_num_disks,
+            recommended_disk_size_mb: self.recommended_disk_size_mb,
             recommended_cdrom_controller: self.recommended_cdrom_controller.clone(),
             supported_ethernet_card: x::clone_vec(&self.supported_ethernet_card),
             recommended_ethernet_card: self.recommended_ethernet_card.clone(),
-            supports_slave_disk: self.supports_slave_disk.clone(),
+            supports_slave_disk: self.supports_slave_disk,
             cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
-            smc_required: self.smc_required.clone(),
-            supports_wake_on_lan: self.supports_wake_on_lan.clone(),
-            supports_vmi: self.supports_vmi.clone(),
-            supports_memory_hot_add: self.supports_memory_hot_add.clone(),
-            supports_cpu_hot_add: self.supports_cpu_hot_add.clone(),
-            supports_cpu_hot_remove: self.supports_cpu_hot_remove.clone(),
+            smc_required: self.smc_required,
+            supports_wake_on_lan: self.supports_wake_on_lan,
+            supports_vmi: self.supports_vmi,
+            supports_memory_hot_add: self.supports_memory_hot_add,
+            supports_cpu_hot_add: self.supports_cpu_hot_add,
+            supports_cpu_hot_remove: self.supports_cpu_hot_remove,
             supported_firmware: x::clone_vec(&self.supported_firmware),
             recommended_firmware: self.recommended_firmware.clone(),
             supported_usb_controller_list: x::clone_vec(
                 &self.supported_usb_controller_list,
             ),
             recommended_usb_controller: self.recommended_usb_controller.clone(),
-            supports3_d: self.supports3_d.clone(),
-            recommended3_d: self.recommended3_d.clone(),
-            smc_recommended: self.smc_recommended.clone(),
-            ich7m_recommended: self.ich7m_recommended.clone(),
-            usb_recommended: self.usb_recommended.clone(),
+            supports3_d: self.supports3_d,
+            recommended3_d: self.recommended3_d,
+            smc_recommended: self.smc_recommended,
+            ich7m_recommended: self.ich7m_recommended,
+            usb_recommended: self.usb_recommended,
             support_level: self.support_level.clone(),
-            supported_for_create: self.supported_for_create.clone(),
+            supported_for_create: self.supported_for_create,
             vram_size_in_kb: self.vram_size_in_kb.clone(),
-            num_supported_floppy_devices: self.num_supported_floppy_devices.clone(),
+            num_supported_floppy_devices: self.num_supported_floppy_devices,
             wake_on_lan_ethernet_card: x::clone_vec(&self.wake_on_lan_ethernet_card),
             supports_pvscsi_controller_for_boot: self
-                .supports_pvscsi_controller_for_boot
-                .clone(),
-            disk_uuid_enabled: self.disk_uuid_enabled.clone(),
-            supports_hot_plug_pci: self.supports_hot_plug_pci.clone(),
-            supports_secure_boot: self.supports_secure_boot.clone(),
-            default_secure_boot: self.default_secure_boot.clone(),
-            persistent_memory_supported: self.persistent_memory_supported.clone(),
-            supported_min_persistent_memory_mb: self
-                .supported_min_persistent_memory_mb
-                .clone(),
-            supported_max_persistent_memory_mb: self
-                .supported_max_persistent_memory_mb
-                .clone(),
-            recommended_persistent_memory_mb: self
-                .recommended_persistent_memory_mb
-                .clone(),
+                .supports_pvscsi_controller_for_boot,
+            disk_uuid_enabled: self.disk_uuid_enabled,
+            supports_hot_plug_pci: self.supports_hot_plug_pci,
+            supports_secure_boot: self.supports_secure_boot,
+            default_secure_boot: self.default_secure_boot,
+            persistent_memory_supported: self.persistent_memory_supported,
+            supported_min_persistent_memory_mb: self.supported_min_persistent_memory_mb,
+            supported_max_persistent_memory_mb: self.supported_max_persistent_memory_mb,
+            recommended_persistent_memory_mb: self.recommended_persistent_memory_mb,
             persistent_memory_hot_add_supported: self
-                .persistent_memory_hot_add_supported
-                .clone(),
+                .persistent_memory_hot_add_supported,
             persistent_memory_hot_remove_supported: self
-                .persistent_memory_hot_remove_supported
-                .clone(),
+                .persistent_memory_hot_remove_supported,
             persistent_memory_cold_growth_supported: self
-                .persistent_memory_cold_growth_supported
-                .clone(),
+                .persistent_memory_cold_growth_supported,
             persistent_memory_cold_growth_granularity_mb: self
-                .persistent_memory_cold_growth_granularity_mb
-                .clone(),
+                .persistent_memory_cold_growth_granularity_mb,
             persistent_memory_hot_growth_supported: self
-                .persistent_memory_hot_growth_supported
-                .clone(),
+                .persistent_memory_hot_growth_supported,
             persistent_memory_hot_growth_granularity_mb: self
-                .persistent_memory_hot_growth_granularity_mb
-                .clone(),
-            num_recommended_physical_sockets: self
-                .num_recommended_physical_sockets
-                .clone(),
-            num_recommended_cores_per_socket: self
-                .num_recommended_cores_per_socket
-                .clone(),
+                .persistent_memory_hot_growth_granularity_mb,
+            num_recommended_physical_sockets: self.num_recommended_physical_sockets,
+            num_recommended_cores_per_socket: self.num_recommended_cores_per_socket,
             vvtd_supported: self.vvtd_supported.clone(),
             vbs_supported: self.vbs_supported.clone(),
             vsgx_supported: self.vsgx_supported.clone(),
-            vsgx_remote_attestation_supported: self
-                .vsgx_remote_attestation_supported
-                .clone(),
-            supports_tpm20: self.supports_tpm20.clone(),
-            recommended_tpm20: self.recommended_tpm20.clone(),
-            vwdt_supported: self.vwdt_supported.clone(),
+            vsgx_remote_attestation_supported: self.vsgx_remote_attestation_supported,
+            supports_tpm20: self.supports_tpm20,
+            recommended_tpm20: self.recommended_tpm20,
+            vwdt_supported: self.vwdt_supported,
         }
     }
 }

@@ -88,13 +88,13 @@ impl Clone for HbrDiskMigrationAction {
             disk_ids: x::clone_vec(&self.disk_ids),
             source: self.source.clone(),
             destination: self.destination.clone(),
-            size_transferred: self.size_transferred.clone(),
-            space_util_src_before: self.space_util_src_before.clone(),
-            space_util_dst_before: self.space_util_dst_before.clone(),
-            space_util_src_after: self.space_util_src_after.clone(),
-            space_util_dst_after: self.space_util_dst_after.clone(),
-            io_latency_src_before: self.io_latency_src_before.clone(),
-            io_latency_dst_before: self.io_latency_dst_before.clone(),
+            size_transferred: self.size_transferred,
+            space_util_src_before: self.space_util_src_before,
+            space_util_dst_before: self.space_util_dst_before,
+            space_util_src_after: self.space_util_src_after,
+            space_util_dst_after: self.space_util_dst_after,
+            io_latency_src_before: self.io_latency_src_before,
+            io_latency_dst_before: self.io_latency_dst_before,
         }
     }
 }
@@ -747,9 +747,7 @@ impl Clone for HostActiveDirectoryInfo {
             joined_domain: self.joined_domain.clone(),
             trusted_domain: x::clone_vec(&self.trusted_domain),
             domain_membership_status: self.domain_membership_status.clone(),
-            smart_card_authentication_enabled: self
-                .smart_card_authentication_enabled
-                .clone(),
+            smart_card_authentication_enabled: self.smart_card_authentication_enabled,
         }
     }
 }
@@ -836,9 +834,7 @@ impl Clone for HostActiveDirectorySpec {
             cam_server: self.cam_server.clone(),
             thumbprint: self.thumbprint.clone(),
             certificate: self.certificate.clone(),
-            smart_card_authentication_enabled: self
-                .smart_card_authentication_enabled
-                .clone(),
+            smart_card_authentication_enabled: self.smart_card_authentication_enabled,
             smart_card_trust_anchors: x::clone_vec(&self.smart_card_trust_anchors),
         }
     }

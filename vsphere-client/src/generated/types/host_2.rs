@@ -350,12 +350,12 @@ impl Clone for HostConfigSummary {
     fn clone(&self) -> Self {
         Self {
             name: self.name.clone(),
-            port: self.port.clone(),
+            port: self.port,
             ssl_thumbprint: self.ssl_thumbprint.clone(),
             ssl_certificate: self.ssl_certificate.clone(),
             product: self.product.clone(),
-            vmotion_enabled: self.vmotion_enabled.clone(),
-            fault_tolerance_enabled: self.fault_tolerance_enabled.clone(),
+            vmotion_enabled: self.vmotion_enabled,
+            fault_tolerance_enabled: self.fault_tolerance_enabled,
             feature_version: x::clone_vec(&self.feature_version),
             agent_vm_datastore: self.agent_vm_datastore.clone(),
             agent_vm_network: self.agent_vm_network.clone(),
@@ -475,11 +475,11 @@ impl Clone for HostConnectInfo {
     fn clone(&self) -> Self {
         Self {
             server_ip: self.server_ip.clone(),
-            in_das_cluster: self.in_das_cluster.clone(),
+            in_das_cluster: self.in_das_cluster,
             host: self.host.clone(),
             vm: x::clone_vec(&self.vm),
-            vim_account_name_required: self.vim_account_name_required.clone(),
-            cluster_supported: self.cluster_supported.clone(),
+            vim_account_name_required: self.vim_account_name_required,
+            cluster_supported: self.cluster_supported,
             network: x::clone_vec(&self.network),
             datastore: x::clone_vec(&self.datastore),
             license: self.license.clone(),
@@ -843,16 +843,16 @@ impl x::Structure for HostCpuPackage {}
 impl Clone for HostCpuPackage {
     fn clone(&self) -> Self {
         Self {
-            index: self.index.clone(),
+            index: self.index,
             vendor: self.vendor.clone(),
-            hz: self.hz.clone(),
-            bus_hz: self.bus_hz.clone(),
+            hz: self.hz,
+            bus_hz: self.bus_hz,
             description: self.description.clone(),
             thread_id: x::clone_vec(&self.thread_id),
             cpu_feature: x::clone_vec(&self.cpu_feature),
-            family: self.family.clone(),
-            model: self.model.clone(),
-            stepping: self.stepping.clone(),
+            family: self.family,
+            model: self.model,
+            stepping: self.stepping,
         }
     }
 }
@@ -1339,9 +1339,9 @@ impl Clone for HostDatastoreBrowserSearchSpec {
         Self {
             query: x::clone_vec(&self.query),
             details: self.details.clone(),
-            search_case_insensitive: self.search_case_insensitive.clone(),
+            search_case_insensitive: self.search_case_insensitive,
             match_pattern: x::clone_vec(&self.match_pattern),
-            sort_folders_first: self.sort_folders_first.clone(),
+            sort_folders_first: self.sort_folders_first,
         }
     }
 }
@@ -1764,7 +1764,7 @@ impl x::Structure for HostDateTimeSystemServiceTestResult {}
 impl Clone for HostDateTimeSystemServiceTestResult {
     fn clone(&self) -> Self {
         Self {
-            working_normally: self.working_normally.clone(),
+            working_normally: self.working_normally,
             report: x::clone_vec(&self.report),
         }
     }
@@ -2782,9 +2782,9 @@ impl Clone for HostDiskPartitionSpec {
         Self {
             partition_format: self.partition_format.clone(),
             chs: self.chs.clone(),
-            total_sectors: self.total_sectors.clone(),
+            total_sectors: self.total_sectors,
             partition: x::clone_vec(&self.partition),
-            sector_size: self.sector_size.clone(),
+            sector_size: self.sector_size,
         }
     }
 }
@@ -2848,7 +2848,7 @@ impl x::Structure for HostDnsConfig {}
 impl Clone for HostDnsConfig {
     fn clone(&self) -> Self {
         Self {
-            dhcp: self.dhcp.clone(),
+            dhcp: self.dhcp,
             virtual_nic_device: self.virtual_nic_device.clone(),
             ipv6_virtual_nic_device: self.ipv6_virtual_nic_device.clone(),
             host_name: self.host_name.clone(),

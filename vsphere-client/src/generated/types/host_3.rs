@@ -766,13 +766,13 @@ impl Clone for HostFirewallRuleset {
         Self {
             key: self.key.clone(),
             label: self.label.clone(),
-            required: self.required.clone(),
+            required: self.required,
             rule: x::clone_vec(&self.rule),
             service: self.service.clone(),
-            enabled: self.enabled.clone(),
+            enabled: self.enabled,
             allowed_hosts: self.allowed_hosts.clone(),
-            user_controllable: self.user_controllable.clone(),
-            ip_list_user_configurable: self.ip_list_user_configurable.clone(),
+            user_controllable: self.user_controllable,
+            ip_list_user_configurable: self.ip_list_user_configurable,
         }
     }
 }
@@ -848,7 +848,7 @@ impl Clone for HostFirewallRulesetIpList {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
             ip_network: x::clone_vec(&self.ip_network),
-            all_ip: self.all_ip.clone(),
+            all_ip: self.all_ip,
         }
     }
 }
@@ -1276,7 +1276,7 @@ impl Clone for HostGraphicsInfo {
             pci_id: self.pci_id.clone(),
             graphics_type: self.graphics_type.clone(),
             vgpu_mode: self.vgpu_mode.clone(),
-            memory_size_in_kb: self.memory_size_in_kb.clone(),
+            memory_size_in_kb: self.memory_size_in_kb,
             vm: x::clone_vec(&self.vm),
         }
     }
@@ -1404,9 +1404,9 @@ impl Clone for HostHardwareInfo {
             cpu_power_management_info: self.cpu_power_management_info.clone(),
             cpu_info: self.cpu_info.clone(),
             cpu_pkg: x::clone_vec(&self.cpu_pkg),
-            memory_size: self.memory_size.clone(),
+            memory_size: self.memory_size,
             numa_info: self.numa_info.clone(),
-            smc_present: self.smc_present.clone(),
+            smc_present: self.smc_present,
             pci_device: x::clone_vec(&self.pci_device),
             dvx_classes: x::clone_vec(&self.dvx_classes),
             cpu_feature: x::clone_vec(&self.cpu_feature),
@@ -1585,14 +1585,14 @@ impl Clone for HostHardwareSummary {
             family: self.family.clone(),
             uuid: self.uuid.clone(),
             other_identifying_info: x::clone_vec(&self.other_identifying_info),
-            memory_size: self.memory_size.clone(),
+            memory_size: self.memory_size,
             cpu_model: self.cpu_model.clone(),
-            cpu_mhz: self.cpu_mhz.clone(),
-            num_cpu_pkgs: self.num_cpu_pkgs.clone(),
-            num_cpu_cores: self.num_cpu_cores.clone(),
-            num_cpu_threads: self.num_cpu_threads.clone(),
-            num_nics: self.num_nics.clone(),
-            num_hbas: self.num_hbas.clone(),
+            cpu_mhz: self.cpu_mhz,
+            num_cpu_pkgs: self.num_cpu_pkgs,
+            num_cpu_cores: self.num_cpu_cores,
+            num_cpu_threads: self.num_cpu_threads,
+            num_nics: self.num_nics,
+            num_hbas: self.num_hbas,
         }
     }
 }
@@ -2096,8 +2096,8 @@ impl Clone for HostInternetScsiHba {
     fn clone(&self) -> Self {
         Self {
             host_host_bus_adapter: self.host_host_bus_adapter.clone(),
-            is_software_based: self.is_software_based.clone(),
-            can_be_disabled: self.can_be_disabled.clone(),
+            is_software_based: self.is_software_based,
+            can_be_disabled: self.can_be_disabled,
             network_binding_support: self.network_binding_support.clone(),
             discovery_capabilities: self.discovery_capabilities.clone(),
             discovery_properties: self.discovery_properties.clone(),
@@ -2113,8 +2113,8 @@ impl Clone for HostInternetScsiHba {
             i_scsi_alias: self.i_scsi_alias.clone(),
             configured_send_target: x::clone_vec(&self.configured_send_target),
             configured_static_target: x::clone_vec(&self.configured_static_target),
-            max_speed_mb: self.max_speed_mb.clone(),
-            current_speed_mb: self.current_speed_mb.clone(),
+            max_speed_mb: self.max_speed_mb,
+            current_speed_mb: self.current_speed_mb,
         }
     }
 }
@@ -2740,15 +2740,11 @@ impl Clone for HostInternetScsiHbaIPv6Properties {
     fn clone(&self) -> Self {
         Self {
             iscsi_ipv6_address: x::clone_vec(&self.iscsi_ipv6_address),
-            ipv6_dhcp_configuration_enabled: self
-                .ipv6_dhcp_configuration_enabled
-                .clone(),
+            ipv6_dhcp_configuration_enabled: self.ipv6_dhcp_configuration_enabled,
             ipv6_link_local_auto_configuration_enabled: self
-                .ipv6_link_local_auto_configuration_enabled
-                .clone(),
+                .ipv6_link_local_auto_configuration_enabled,
             ipv6_router_advertisement_configuration_enabled: self
-                .ipv6_router_advertisement_configuration_enabled
-                .clone(),
+                .ipv6_router_advertisement_configuration_enabled,
             ipv6_default_gateway: self.ipv6_default_gateway.clone(),
         }
     }
@@ -2911,7 +2907,7 @@ impl Clone for HostInternetScsiHbaSendTarget {
     fn clone(&self) -> Self {
         Self {
             address: self.address.clone(),
-            port: self.port.clone(),
+            port: self.port,
             authentication_properties: self.authentication_properties.clone(),
             digest_properties: self.digest_properties.clone(),
             supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
@@ -2985,7 +2981,7 @@ impl Clone for HostInternetScsiHbaStaticTarget {
     fn clone(&self) -> Self {
         Self {
             address: self.address.clone(),
-            port: self.port.clone(),
+            port: self.port,
             i_scsi_name: self.i_scsi_name.clone(),
             discovery_method: self.discovery_method.clone(),
             authentication_properties: self.authentication_properties.clone(),
@@ -3072,5 +3068,49 @@ impl x::Fields for HostInternetScsiHbaTargetSet {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("staticTargets", &self.static_targets);
         w.write_vec("sendTargets", &self.send_targets);
+    }
+}
+/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostInternetScsiTargetTransport {
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: String,
+    /// `address`.
+    pub address: Vec<String>,
+}
+impl x::SchemaType for HostInternetScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
+}
+impl x::Structure for HostInternetScsiTargetTransport {}
+impl Clone for HostInternetScsiTargetTransport {
+    fn clone(&self) -> Self {
+        Self {
+            i_scsi_name: self.i_scsi_name.clone(),
+            i_scsi_alias: self.i_scsi_alias.clone(),
+            address: x::clone_vec(&self.address),
+        }
+    }
+}
+impl x::Fields for HostInternetScsiTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
+            "address" => r.read_push(&mut self.address),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("address", &self.address);
     }
 }

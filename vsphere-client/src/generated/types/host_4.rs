@@ -5,50 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostInternetScsiTargetTransport {
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: String,
-    /// `address`.
-    pub address: Vec<String>,
-}
-impl x::SchemaType for HostInternetScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
-}
-impl x::Structure for HostInternetScsiTargetTransport {}
-impl Clone for HostInternetScsiTargetTransport {
-    fn clone(&self) -> Self {
-        Self {
-            i_scsi_name: self.i_scsi_name.clone(),
-            i_scsi_alias: self.i_scsi_alias.clone(),
-            address: x::clone_vec(&self.address),
-        }
-    }
-}
-impl x::Fields for HostInternetScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
-            "address" => r.read_push(&mut self.address),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("address", &self.address);
-    }
-}
 /// `HostInventoryFull` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
@@ -383,8 +339,8 @@ impl Clone for HostIpConfigIpV6AddressConfiguration {
     fn clone(&self) -> Self {
         Self {
             ip_v6_address: x::clone_vec(&self.ip_v6_address),
-            auto_configuration_enabled: self.auto_configuration_enabled.clone(),
-            dhcp_v6_enabled: self.dhcp_v6_enabled.clone(),
+            auto_configuration_enabled: self.auto_configuration_enabled,
+            dhcp_v6_enabled: self.dhcp_v6_enabled,
         }
     }
 }
@@ -1044,9 +1000,9 @@ impl Clone for HostListSummary {
             config: self.config.clone(),
             quick_stats: self.quick_stats.clone(),
             overall_status: self.overall_status.clone(),
-            reboot_required: self.reboot_required.clone(),
+            reboot_required: self.reboot_required,
             reboot_required_reason: x::clone_vec(&self.reboot_required_reason),
-            maintenance_mode_required: self.maintenance_mode_required.clone(),
+            maintenance_mode_required: self.maintenance_mode_required,
             custom_value: x::clone_vec(&self.custom_value),
             management_server_ip: self.management_server_ip.clone(),
             max_evc_mode_key: self.max_evc_mode_key.clone(),
@@ -1595,7 +1551,7 @@ impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
 impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     fn clone(&self) -> Self {
         Self {
-            id: self.id.clone(),
+            id: self.id,
             src_filename: self.src_filename.clone(),
             dst_filename: self.dst_filename.clone(),
             disk: x::clone_vec(&self.disk),
@@ -2050,7 +2006,7 @@ impl Clone for HostMemoryTierInfo {
             type_: self.type_.clone(),
             flags: x::clone_vec(&self.flags),
             internal_flags: x::clone_vec(&self.internal_flags),
-            size: self.size.clone(),
+            size: self.size,
         }
     }
 }
@@ -2712,7 +2668,7 @@ impl Clone for HostNasVolume {
             user_name: self.user_name.clone(),
             remote_host_names: x::clone_vec(&self.remote_host_names),
             security_type: self.security_type.clone(),
-            protocol_endpoint: self.protocol_endpoint.clone(),
+            protocol_endpoint: self.protocol_endpoint,
         }
     }
 }
@@ -2849,8 +2805,8 @@ impl Clone for HostNasVolumeSpec {
             remote_host_names: x::clone_vec(&self.remote_host_names),
             security_type: self.security_type.clone(),
             vmknic_to_bind: self.vmknic_to_bind.clone(),
-            vmknic_bound: self.vmknic_bound.clone(),
-            connections: self.connections.clone(),
+            vmknic_bound: self.vmknic_bound,
+            connections: self.connections,
         }
     }
 }
@@ -3045,14 +3001,14 @@ impl x::Structure for HostNatServiceNameServiceSpec {}
 impl Clone for HostNatServiceNameServiceSpec {
     fn clone(&self) -> Self {
         Self {
-            dns_auto_detect: self.dns_auto_detect.clone(),
+            dns_auto_detect: self.dns_auto_detect,
             dns_policy: self.dns_policy.clone(),
-            dns_retries: self.dns_retries.clone(),
-            dns_timeout: self.dns_timeout.clone(),
+            dns_retries: self.dns_retries,
+            dns_timeout: self.dns_timeout,
             dns_name_server: x::clone_vec(&self.dns_name_server),
-            nbds_timeout: self.nbds_timeout.clone(),
-            nbns_retries: self.nbns_retries.clone(),
-            nbns_timeout: self.nbns_timeout.clone(),
+            nbds_timeout: self.nbds_timeout,
+            nbns_retries: self.nbns_retries,
+            nbns_timeout: self.nbns_timeout,
         }
     }
 }
@@ -3162,11 +3118,11 @@ impl Clone for HostNatServiceSpec {
     fn clone(&self) -> Self {
         Self {
             virtual_switch: self.virtual_switch.clone(),
-            active_ftp: self.active_ftp.clone(),
-            allow_any_oui: self.allow_any_oui.clone(),
-            config_port: self.config_port.clone(),
+            active_ftp: self.active_ftp,
+            allow_any_oui: self.allow_any_oui,
+            config_port: self.config_port,
             ip_gateway_address: self.ip_gateway_address.clone(),
-            udp_timeout: self.udp_timeout.clone(),
+            udp_timeout: self.udp_timeout,
             port_forward: x::clone_vec(&self.port_forward),
             name_service: self.name_service.clone(),
         }
@@ -3201,5 +3157,108 @@ impl x::Fields for HostNatServiceSpec {
         w.write("udpTimeout", &self.udp_timeout);
         w.write_vec("portForward", &self.port_forward);
         w.write_opt("nameService", &self.name_service);
+    }
+}
+/// `HostNetCapabilities` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostNetCapabilities {
+    /// `canSetPhysicalNicLinkSpeed`.
+    pub can_set_physical_nic_link_speed: bool,
+    /// `supportsNicTeaming`.
+    pub supports_nic_teaming: bool,
+    /// `nicTeamingPolicy`.
+    pub nic_teaming_policy: Vec<String>,
+    /// `supportsVlan`.
+    pub supports_vlan: bool,
+    /// `usesServiceConsoleNic`.
+    pub uses_service_console_nic: bool,
+    /// `supportsNetworkHints`.
+    pub supports_network_hints: bool,
+    /// `maxPortGroupsPerVswitch`.
+    pub max_port_groups_per_vswitch: Option<i32>,
+    /// `vswitchConfigSupported`.
+    pub vswitch_config_supported: bool,
+    /// `vnicConfigSupported`.
+    pub vnic_config_supported: bool,
+    /// `ipRouteConfigSupported`.
+    pub ip_route_config_supported: bool,
+    /// `dnsConfigSupported`.
+    pub dns_config_supported: bool,
+    /// `dhcpOnVnicSupported`.
+    pub dhcp_on_vnic_supported: bool,
+    /// `ipV6Supported`.
+    pub ip_v6_supported: Option<bool>,
+    /// `backupNfcNiocSupported`.
+    pub backup_nfc_nioc_supported: Option<bool>,
+}
+impl x::SchemaType for HostNetCapabilities {
+    const TYPE_NAME: &'static str = "HostNetCapabilities";
+}
+impl x::Structure for HostNetCapabilities {}
+impl Clone for HostNetCapabilities {
+    fn clone(&self) -> Self {
+        Self {
+            can_set_physical_nic_link_speed: self.can_set_physical_nic_link_speed,
+            supports_nic_teaming: self.supports_nic_teaming,
+            nic_teaming_policy: x::clone_vec(&self.nic_teaming_policy),
+            supports_vlan: self.supports_vlan,
+            uses_service_console_nic: self.uses_service_console_nic,
+            supports_network_hints: self.supports_network_hints,
+            max_port_groups_per_vswitch: self.max_port_groups_per_vswitch,
+            vswitch_config_supported: self.vswitch_config_supported,
+            vnic_config_supported: self.vnic_config_supported,
+            ip_route_config_supported: self.ip_route_config_supported,
+            dns_config_supported: self.dns_config_supported,
+            dhcp_on_vnic_supported: self.dhcp_on_vnic_supported,
+            ip_v6_supported: self.ip_v6_supported,
+            backup_nfc_nioc_supported: self.backup_nfc_nioc_supported,
+        }
+    }
+}
+impl x::Fields for HostNetCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "canSetPhysicalNicLinkSpeed" => {
+                r.read(&mut self.can_set_physical_nic_link_speed)
+            }
+            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
+            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
+            "supportsVlan" => r.read(&mut self.supports_vlan),
+            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
+            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
+            "maxPortGroupsPerVswitch" => {
+                r.read_opt(&mut self.max_port_groups_per_vswitch)
+            }
+            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
+            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
+            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
+            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
+            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
+            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
+            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
+        w.write("supportsNicTeaming", &self.supports_nic_teaming);
+        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
+        w.write("supportsVlan", &self.supports_vlan);
+        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
+        w.write("supportsNetworkHints", &self.supports_network_hints);
+        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
+        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
+        w.write("vnicConfigSupported", &self.vnic_config_supported);
+        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
+        w.write("dnsConfigSupported", &self.dns_config_supported);
+        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
+        w.write_opt("ipV6Supported", &self.ip_v6_supported);
+        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
     }
 }

@@ -5,111 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostNetCapabilities {
-    /// `canSetPhysicalNicLinkSpeed`.
-    pub can_set_physical_nic_link_speed: bool,
-    /// `supportsNicTeaming`.
-    pub supports_nic_teaming: bool,
-    /// `nicTeamingPolicy`.
-    pub nic_teaming_policy: Vec<String>,
-    /// `supportsVlan`.
-    pub supports_vlan: bool,
-    /// `usesServiceConsoleNic`.
-    pub uses_service_console_nic: bool,
-    /// `supportsNetworkHints`.
-    pub supports_network_hints: bool,
-    /// `maxPortGroupsPerVswitch`.
-    pub max_port_groups_per_vswitch: Option<i32>,
-    /// `vswitchConfigSupported`.
-    pub vswitch_config_supported: bool,
-    /// `vnicConfigSupported`.
-    pub vnic_config_supported: bool,
-    /// `ipRouteConfigSupported`.
-    pub ip_route_config_supported: bool,
-    /// `dnsConfigSupported`.
-    pub dns_config_supported: bool,
-    /// `dhcpOnVnicSupported`.
-    pub dhcp_on_vnic_supported: bool,
-    /// `ipV6Supported`.
-    pub ip_v6_supported: Option<bool>,
-    /// `backupNfcNiocSupported`.
-    pub backup_nfc_nioc_supported: Option<bool>,
-}
-impl x::SchemaType for HostNetCapabilities {
-    const TYPE_NAME: &'static str = "HostNetCapabilities";
-}
-impl x::Structure for HostNetCapabilities {}
-impl Clone for HostNetCapabilities {
-    fn clone(&self) -> Self {
-        Self {
-            can_set_physical_nic_link_speed: self
-                .can_set_physical_nic_link_speed
-                .clone(),
-            supports_nic_teaming: self.supports_nic_teaming.clone(),
-            nic_teaming_policy: x::clone_vec(&self.nic_teaming_policy),
-            supports_vlan: self.supports_vlan.clone(),
-            uses_service_console_nic: self.uses_service_console_nic.clone(),
-            supports_network_hints: self.supports_network_hints.clone(),
-            max_port_groups_per_vswitch: self.max_port_groups_per_vswitch.clone(),
-            vswitch_config_supported: self.vswitch_config_supported.clone(),
-            vnic_config_supported: self.vnic_config_supported.clone(),
-            ip_route_config_supported: self.ip_route_config_supported.clone(),
-            dns_config_supported: self.dns_config_supported.clone(),
-            dhcp_on_vnic_supported: self.dhcp_on_vnic_supported.clone(),
-            ip_v6_supported: self.ip_v6_supported.clone(),
-            backup_nfc_nioc_supported: self.backup_nfc_nioc_supported.clone(),
-        }
-    }
-}
-impl x::Fields for HostNetCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "canSetPhysicalNicLinkSpeed" => {
-                r.read(&mut self.can_set_physical_nic_link_speed)
-            }
-            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
-            "supportsVlan" => r.read(&mut self.supports_vlan),
-            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
-            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
-            "maxPortGroupsPerVswitch" => {
-                r.read_opt(&mut self.max_port_groups_per_vswitch)
-            }
-            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
-            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
-            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
-            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
-            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
-            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
-            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
-        w.write("supportsNicTeaming", &self.supports_nic_teaming);
-        w.write_vec("nicTeamingPolicy", &self.nic_teaming_policy);
-        w.write("supportsVlan", &self.supports_vlan);
-        w.write("usesServiceConsoleNic", &self.uses_service_console_nic);
-        w.write("supportsNetworkHints", &self.supports_network_hints);
-        w.write_opt("maxPortGroupsPerVswitch", &self.max_port_groups_per_vswitch);
-        w.write("vswitchConfigSupported", &self.vswitch_config_supported);
-        w.write("vnicConfigSupported", &self.vnic_config_supported);
-        w.write("ipRouteConfigSupported", &self.ip_route_config_supported);
-        w.write("dnsConfigSupported", &self.dns_config_supported);
-        w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
-        w.write_opt("ipV6Supported", &self.ip_v6_supported);
-        w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
-    }
-}
 /// `HostNetOffloadCapabilities` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostNetOffloadCapabilities {
@@ -272,7 +167,7 @@ impl Clone for HostNetworkConfig {
             route_table_config: self.route_table_config.clone(),
             dhcp: x::clone_vec(&self.dhcp),
             nat: x::clone_vec(&self.nat),
-            ip_v6_enabled: self.ip_v6_enabled.clone(),
+            ip_v6_enabled: self.ip_v6_enabled,
             net_stack_spec: x::clone_vec(&self.net_stack_spec),
             migration_status: self.migration_status.clone(),
         }
@@ -463,13 +358,13 @@ impl Clone for HostNetworkInfo {
             route_table_info: self.route_table_info.clone(),
             dhcp: x::clone_vec(&self.dhcp),
             nat: x::clone_vec(&self.nat),
-            ip_v6_enabled: self.ip_v6_enabled.clone(),
-            at_boot_ip_v6_enabled: self.at_boot_ip_v6_enabled.clone(),
+            ip_v6_enabled: self.ip_v6_enabled,
+            at_boot_ip_v6_enabled: self.at_boot_ip_v6_enabled,
             net_stack_instance: x::clone_vec(&self.net_stack_instance),
             opaque_switch: x::clone_vec(&self.opaque_switch),
             opaque_network: x::clone_vec(&self.opaque_network),
             nsx_transport_node_id: self.nsx_transport_node_id.clone(),
-            nvds_to_vds_migration_required: self.nvds_to_vds_migration_required.clone(),
+            nvds_to_vds_migration_required: self.nvds_to_vds_migration_required,
             migration_status: self.migration_status.clone(),
         }
     }
@@ -1236,7 +1131,7 @@ impl Clone for HostNumaInfo {
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),
-            num_nodes: self.num_nodes.clone(),
+            num_nodes: self.num_nodes,
             numa_node: x::clone_vec(&self.numa_node),
         }
     }
@@ -1287,11 +1182,11 @@ impl x::Structure for HostNumaNode {}
 impl Clone for HostNumaNode {
     fn clone(&self) -> Self {
         Self {
-            type_id: self.type_id.clone(),
+            type_id: self.type_id,
             cpu_id: x::clone_vec(&self.cpu_id),
-            memory_size: self.memory_size.clone(),
-            memory_range_begin: self.memory_range_begin.clone(),
-            memory_range_length: self.memory_range_length.clone(),
+            memory_size: self.memory_size,
+            memory_range_begin: self.memory_range_begin,
+            memory_range_length: self.memory_range_length,
             pci_id: x::clone_vec(&self.pci_id),
         }
     }
@@ -1515,14 +1410,14 @@ impl Clone for HostNvmeController {
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
-            controller_number: self.controller_number.clone(),
+            controller_number: self.controller_number,
             subnqn: self.subnqn.clone(),
             name: self.name.clone(),
             associated_adapter: self.associated_adapter.clone(),
             transport_type: self.transport_type.clone(),
-            fused_operation_supported: self.fused_operation_supported.clone(),
-            number_of_queues: self.number_of_queues.clone(),
-            queue_size: self.queue_size.clone(),
+            fused_operation_supported: self.fused_operation_supported,
+            number_of_queues: self.number_of_queues,
+            queue_size: self.queue_size,
             attached_namespace: x::clone_vec(&self.attached_namespace),
             vendor_id: self.vendor_id.clone(),
             model: self.model.clone(),
@@ -1682,7 +1577,7 @@ impl Clone for HostNvmeDiscoveryLog {
     fn clone(&self) -> Self {
         Self {
             entry: x::clone_vec(&self.entry),
-            complete: self.complete.clone(),
+            complete: self.complete,
         }
     }
 }
@@ -2608,15 +2503,15 @@ impl Clone for HostPatchManagerStatus {
     fn clone(&self) -> Self {
         Self {
             id: self.id.clone(),
-            applicable: self.applicable.clone(),
+            applicable: self.applicable,
             reason: x::clone_vec(&self.reason),
             integrity: self.integrity.clone(),
-            installed: self.installed.clone(),
+            installed: self.installed,
             install_state: x::clone_vec(&self.install_state),
             prerequisite_patch: x::clone_vec(&self.prerequisite_patch),
-            restart_required: self.restart_required.clone(),
-            reconnect_required: self.reconnect_required.clone(),
-            vm_off_required: self.vm_off_required.clone(),
+            restart_required: self.restart_required,
+            reconnect_required: self.reconnect_required,
+            vm_off_required: self.vm_off_required,
             superseded_patch_ids: x::clone_vec(&self.superseded_patch_ids),
         }
     }
@@ -3048,7 +2943,7 @@ impl Clone for HostPciPassthruInfoDirectPathState {
         Self {
             mode: self.mode.clone(),
             configurable_modes: x::clone_vec(&self.configurable_modes),
-            used_memory: self.used_memory.clone(),
+            used_memory: self.used_memory,
         }
     }
 }
@@ -3198,4 +3093,154 @@ impl x::Fields for HostPlacedVirtualNicIdentifier {
 impl x::ArrayItem for HostPlacedVirtualNicIdentifier {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlacedVirtualNicIdentifier";
     const ITEM_TAG: &'static str = "HostPlacedVirtualNicIdentifier";
+}
+/// `HostPlugStoreTopology` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostPlugStoreTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
+    /// `path`.
+    pub path: Vec<HostPlugStoreTopologyPath>,
+    /// `target`.
+    pub target: Vec<HostPlugStoreTopologyTarget>,
+    /// `device`.
+    pub device: Vec<HostPlugStoreTopologyDevice>,
+    /// `plugin`.
+    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
+}
+impl x::SchemaType for HostPlugStoreTopology {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
+}
+impl x::Structure for HostPlugStoreTopology {}
+impl Clone for HostPlugStoreTopology {
+    fn clone(&self) -> Self {
+        Self {
+            adapter: x::clone_vec(&self.adapter),
+            path: x::clone_vec(&self.path),
+            target: x::clone_vec(&self.target),
+            device: x::clone_vec(&self.device),
+            plugin: x::clone_vec(&self.plugin),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            "target" => r.read_push(&mut self.target),
+            "device" => r.read_push(&mut self.device),
+            "plugin" => r.read_push(&mut self.plugin),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+        w.write_vec("target", &self.target);
+        w.write_vec("device", &self.device);
+        w.write_vec("plugin", &self.plugin);
+    }
+}
+/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostPlugStoreTopologyAdapter {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyAdapter {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
+}
+impl x::Structure for HostPlugStoreTopologyAdapter {}
+impl Clone for HostPlugStoreTopologyAdapter {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            adapter: self.adapter.clone(),
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopologyAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyAdapter {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
+}
+/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostPlugStoreTopologyDevice {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<String>,
+}
+impl x::SchemaType for HostPlugStoreTopologyDevice {
+    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
+}
+impl x::Structure for HostPlugStoreTopologyDevice {}
+impl Clone for HostPlugStoreTopologyDevice {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            lun: self.lun.clone(),
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostPlugStoreTopologyDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+    }
+}
+impl x::ArrayItem for HostPlugStoreTopologyDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
+    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
 }

@@ -5,156 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostPlugStoreTopology` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostPlugStoreTopologyAdapter>,
-    /// `path`.
-    pub path: Vec<HostPlugStoreTopologyPath>,
-    /// `target`.
-    pub target: Vec<HostPlugStoreTopologyTarget>,
-    /// `device`.
-    pub device: Vec<HostPlugStoreTopologyDevice>,
-    /// `plugin`.
-    pub plugin: Vec<HostPlugStoreTopologyPlugin>,
-}
-impl x::SchemaType for HostPlugStoreTopology {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopology";
-}
-impl x::Structure for HostPlugStoreTopology {}
-impl Clone for HostPlugStoreTopology {
-    fn clone(&self) -> Self {
-        Self {
-            adapter: x::clone_vec(&self.adapter),
-            path: x::clone_vec(&self.path),
-            target: x::clone_vec(&self.target),
-            device: x::clone_vec(&self.device),
-            plugin: x::clone_vec(&self.plugin),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            "target" => r.read_push(&mut self.target),
-            "device" => r.read_push(&mut self.device),
-            "plugin" => r.read_push(&mut self.plugin),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-        w.write_vec("target", &self.target);
-        w.write_vec("device", &self.device);
-        w.write_vec("plugin", &self.plugin);
-    }
-}
-/// `HostPlugStoreTopologyAdapter` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyAdapter {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyAdapter {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyAdapter";
-}
-impl x::Structure for HostPlugStoreTopologyAdapter {}
-impl Clone for HostPlugStoreTopologyAdapter {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            adapter: self.adapter.clone(),
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyAdapter {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyAdapter";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyAdapter";
-}
-/// `HostPlugStoreTopologyDevice` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostPlugStoreTopologyDevice {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<String>,
-}
-impl x::SchemaType for HostPlugStoreTopologyDevice {
-    const TYPE_NAME: &'static str = "HostPlugStoreTopologyDevice";
-}
-impl x::Structure for HostPlugStoreTopologyDevice {}
-impl Clone for HostPlugStoreTopologyDevice {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            lun: self.lun.clone(),
-            path: x::clone_vec(&self.path),
-        }
-    }
-}
-impl x::Fields for HostPlugStoreTopologyDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-    }
-}
-impl x::ArrayItem for HostPlugStoreTopologyDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPlugStoreTopologyDevice";
-    const ITEM_TAG: &'static str = "HostPlugStoreTopologyDevice";
-}
 /// `HostPlugStoreTopologyPath` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostPlugStoreTopologyPath {
@@ -322,12 +172,8 @@ impl Clone for HostPnicNetworkResourceInfo {
     fn clone(&self) -> Self {
         Self {
             pnic_device: self.pnic_device.clone(),
-            available_bandwidth_for_vm_traffic: self
-                .available_bandwidth_for_vm_traffic
-                .clone(),
-            unused_bandwidth_for_vm_traffic: self
-                .unused_bandwidth_for_vm_traffic
-                .clone(),
+            available_bandwidth_for_vm_traffic: self.available_bandwidth_for_vm_traffic,
+            unused_bandwidth_for_vm_traffic: self.unused_bandwidth_for_vm_traffic,
             placed_virtual_nics: x::clone_vec(&self.placed_virtual_nics),
         }
     }
@@ -850,12 +696,10 @@ impl Clone for HostProfileCompleteConfigSpec {
             host_profile_config_spec: self.host_profile_config_spec.clone(),
             apply_profile: self.apply_profile.clone(),
             custom_comply_profile: self.custom_comply_profile.clone(),
-            disabled_expression_list_changed: self
-                .disabled_expression_list_changed
-                .clone(),
+            disabled_expression_list_changed: self.disabled_expression_list_changed,
             disabled_expression_list: x::clone_vec(&self.disabled_expression_list),
             validator_host: self.validator_host.clone(),
-            validating: self.validating.clone(),
+            validating: self.validating,
             host_config: self.host_config.clone(),
         }
     }
@@ -1561,7 +1405,7 @@ impl Clone for HostProtocolEndpoint {
             nfs_server_auth_type: self.nfs_server_auth_type.clone(),
             nfs_server_user: self.nfs_server_user.clone(),
             device_id: self.device_id.clone(),
-            used_by_stretched_container: self.used_by_stretched_container.clone(),
+            used_by_stretched_container: self.used_by_stretched_container,
         }
     }
 }
@@ -1698,28 +1542,28 @@ impl Clone for HostProxySwitch {
             dvs_uuid: self.dvs_uuid.clone(),
             dvs_name: self.dvs_name.clone(),
             key: self.key.clone(),
-            num_ports: self.num_ports.clone(),
-            config_num_ports: self.config_num_ports.clone(),
-            num_ports_available: self.num_ports_available.clone(),
+            num_ports: self.num_ports,
+            config_num_ports: self.config_num_ports,
+            num_ports_available: self.num_ports_available,
             uplink_port: x::clone_vec(&self.uplink_port),
-            mtu: self.mtu.clone(),
+            mtu: self.mtu,
             pnic: x::clone_vec(&self.pnic),
             spec: self.spec.clone(),
             host_lag: x::clone_vec(&self.host_lag),
-            network_reservation_supported: self.network_reservation_supported.clone(),
-            nsxt_enabled: self.nsxt_enabled.clone(),
-            ens_enabled: self.ens_enabled.clone(),
-            ens_interrupt_enabled: self.ens_interrupt_enabled.clone(),
+            network_reservation_supported: self.network_reservation_supported,
+            nsxt_enabled: self.nsxt_enabled,
+            ens_enabled: self.ens_enabled,
+            ens_interrupt_enabled: self.ens_interrupt_enabled,
             transport_zones: x::clone_vec(&self.transport_zones),
             nsx_used_uplink_port: x::clone_vec(&self.nsx_used_uplink_port),
             nsxt_status: self.nsxt_status.clone(),
             nsxt_status_detail: self.nsxt_status_detail.clone(),
             ens_info: self.ens_info.clone(),
-            network_offloading_enabled: self.network_offloading_enabled.clone(),
+            network_offloading_enabled: self.network_offloading_enabled,
             host_uplink_state: x::clone_vec(&self.host_uplink_state),
-            auto_deploy_owned: self.auto_deploy_owned.clone(),
+            auto_deploy_owned: self.auto_deploy_owned,
             host_perf_nic_offload_state: self.host_perf_nic_offload_state.clone(),
-            tepless_mode: self.tepless_mode.clone(),
+            tepless_mode: self.tepless_mode,
         }
     }
 }
@@ -2025,7 +1869,7 @@ impl x::Structure for HostPtpConfig {}
 impl Clone for HostPtpConfig {
     fn clone(&self) -> Self {
         Self {
-            domain: self.domain.clone(),
+            domain: self.domain,
             port: x::clone_vec(&self.port),
         }
     }
@@ -2558,8 +2402,8 @@ impl Clone for HostRuntimeInfo {
             connection_state: self.connection_state.clone(),
             power_state: self.power_state.clone(),
             standby_mode: self.standby_mode.clone(),
-            in_maintenance_mode: self.in_maintenance_mode.clone(),
-            in_quarantine_mode: self.in_quarantine_mode.clone(),
+            in_maintenance_mode: self.in_maintenance_mode,
+            in_quarantine_mode: self.in_quarantine_mode,
             boot_time: self.boot_time.clone(),
             health_system_runtime: self.health_system_runtime.clone(),
             das_host_state: self.das_host_state.clone(),
@@ -2567,7 +2411,7 @@ impl Clone for HostRuntimeInfo {
             vsan_runtime_info: self.vsan_runtime_info.clone(),
             network_runtime_info: self.network_runtime_info.clone(),
             vflash_resource_runtime_info: self.vflash_resource_runtime_info.clone(),
-            host_max_virtual_disk_capacity: self.host_max_virtual_disk_capacity.clone(),
+            host_max_virtual_disk_capacity: self.host_max_virtual_disk_capacity,
             crypto_state: self.crypto_state.clone(),
             crypto_key_id: self.crypto_key_id.clone(),
             stateless_nvds_migration_ready: self.stateless_nvds_migration_ready.clone(),
@@ -2671,8 +2515,8 @@ impl Clone for HostRuntimeInfoNetStackInstanceRuntimeInfo {
             net_stack_instance_key: self.net_stack_instance_key.clone(),
             state: self.state.clone(),
             vmknic_keys: x::clone_vec(&self.vmknic_keys),
-            max_number_of_connections: self.max_number_of_connections.clone(),
-            current_ip_v6_enabled: self.current_ip_v6_enabled.clone(),
+            max_number_of_connections: self.max_number_of_connections,
+            current_ip_v6_enabled: self.current_ip_v6_enabled,
         }
     }
 }
@@ -2826,13 +2670,13 @@ impl Clone for HostScsiDisk {
             scsi_lun: self.scsi_lun.clone(),
             capacity: self.capacity.clone(),
             device_path: self.device_path.clone(),
-            ssd: self.ssd.clone(),
-            local_disk: self.local_disk.clone(),
+            ssd: self.ssd,
+            local_disk: self.local_disk,
             physical_location: x::clone_vec(&self.physical_location),
-            emulated_dixdif_enabled: self.emulated_dixdif_enabled.clone(),
+            emulated_dixdif_enabled: self.emulated_dixdif_enabled,
             vsan_disk_info: self.vsan_disk_info.clone(),
             scsi_disk_type: self.scsi_disk_type.clone(),
-            used_by_memory_tiering: self.used_by_memory_tiering.clone(),
+            used_by_memory_tiering: self.used_by_memory_tiering,
         }
     }
 }
@@ -3071,7 +2915,7 @@ impl Clone for HostScsiTopologyTarget {
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
-            target: self.target.clone(),
+            target: self.target,
             lun: x::clone_vec(&self.lun),
             transport: self.transport.clone(),
         }
@@ -3209,4 +3053,177 @@ impl x::Fields for HostSerialAttachedTargetTransport {
         Ok(false)
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostService` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostService {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `uninstallable`.
+    pub uninstallable: bool,
+    /// `running`.
+    pub running: bool,
+    /// `ruleset`.
+    pub ruleset: Vec<String>,
+    /// `policy`.
+    pub policy: String,
+    /// `sourcePackage`.
+    pub source_package: Option<HostServiceSourcePackage>,
+}
+impl x::SchemaType for HostService {
+    const TYPE_NAME: &'static str = "HostService";
+}
+impl x::Structure for HostService {}
+impl Clone for HostService {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            label: self.label.clone(),
+            required: self.required,
+            uninstallable: self.uninstallable,
+            running: self.running,
+            ruleset: x::clone_vec(&self.ruleset),
+            policy: self.policy.clone(),
+            source_package: self.source_package.clone(),
+        }
+    }
+}
+impl x::Fields for HostService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "uninstallable" => r.read(&mut self.uninstallable),
+            "running" => r.read(&mut self.running),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            "policy" => r.read(&mut self.policy),
+            "sourcePackage" => r.read_opt(&mut self.source_package),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write("uninstallable", &self.uninstallable);
+        w.write("running", &self.running);
+        w.write_vec("ruleset", &self.ruleset);
+        w.write("policy", &self.policy);
+        w.write_opt("sourcePackage", &self.source_package);
+    }
+}
+impl x::ArrayItem for HostService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
+    const ITEM_TAG: &'static str = "HostService";
+}
+/// `HostServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceConfig {
+    /// `serviceId`.
+    pub service_id: String,
+    /// `startupPolicy`.
+    pub startup_policy: String,
+}
+impl x::SchemaType for HostServiceConfig {
+    const TYPE_NAME: &'static str = "HostServiceConfig";
+}
+impl x::Structure for HostServiceConfig {}
+impl x::Fields for HostServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceId" => r.read(&mut self.service_id),
+            "startupPolicy" => r.read(&mut self.startup_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceId", &self.service_id);
+        w.write("startupPolicy", &self.startup_policy);
+    }
+}
+impl x::ArrayItem for HostServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
+    const ITEM_TAG: &'static str = "HostServiceConfig";
+}
+/// `HostServiceInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostServiceInfo {
+    /// `service`.
+    pub service: Vec<HostService>,
+}
+impl x::SchemaType for HostServiceInfo {
+    const TYPE_NAME: &'static str = "HostServiceInfo";
+}
+impl x::Structure for HostServiceInfo {}
+impl Clone for HostServiceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            service: x::clone_vec(&self.service),
+        }
+    }
+}
+impl x::Fields for HostServiceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_push(&mut self.service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("service", &self.service);
+    }
+}
+/// `HostServiceSourcePackage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceSourcePackage {
+    /// `sourcePackageName`.
+    pub source_package_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostServiceSourcePackage {
+    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
+}
+impl x::Structure for HostServiceSourcePackage {}
+impl x::Fields for HostServiceSourcePackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourcePackageName" => r.read(&mut self.source_package_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sourcePackageName", &self.source_package_name);
+        w.write("description", &self.description);
+    }
 }

@@ -5,179 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostService` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostService {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `uninstallable`.
-    pub uninstallable: bool,
-    /// `running`.
-    pub running: bool,
-    /// `ruleset`.
-    pub ruleset: Vec<String>,
-    /// `policy`.
-    pub policy: String,
-    /// `sourcePackage`.
-    pub source_package: Option<HostServiceSourcePackage>,
-}
-impl x::SchemaType for HostService {
-    const TYPE_NAME: &'static str = "HostService";
-}
-impl x::Structure for HostService {}
-impl Clone for HostService {
-    fn clone(&self) -> Self {
-        Self {
-            key: self.key.clone(),
-            label: self.label.clone(),
-            required: self.required.clone(),
-            uninstallable: self.uninstallable.clone(),
-            running: self.running.clone(),
-            ruleset: x::clone_vec(&self.ruleset),
-            policy: self.policy.clone(),
-            source_package: self.source_package.clone(),
-        }
-    }
-}
-impl x::Fields for HostService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "uninstallable" => r.read(&mut self.uninstallable),
-            "running" => r.read(&mut self.running),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            "policy" => r.read(&mut self.policy),
-            "sourcePackage" => r.read_opt(&mut self.source_package),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write("uninstallable", &self.uninstallable);
-        w.write("running", &self.running);
-        w.write_vec("ruleset", &self.ruleset);
-        w.write("policy", &self.policy);
-        w.write_opt("sourcePackage", &self.source_package);
-    }
-}
-impl x::ArrayItem for HostService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
-    const ITEM_TAG: &'static str = "HostService";
-}
-/// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceConfig {
-    /// `serviceId`.
-    pub service_id: String,
-    /// `startupPolicy`.
-    pub startup_policy: String,
-}
-impl x::SchemaType for HostServiceConfig {
-    const TYPE_NAME: &'static str = "HostServiceConfig";
-}
-impl x::Structure for HostServiceConfig {}
-impl x::Fields for HostServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceId" => r.read(&mut self.service_id),
-            "startupPolicy" => r.read(&mut self.startup_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceId", &self.service_id);
-        w.write("startupPolicy", &self.startup_policy);
-    }
-}
-impl x::ArrayItem for HostServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
-    const ITEM_TAG: &'static str = "HostServiceConfig";
-}
-/// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostServiceInfo {
-    /// `service`.
-    pub service: Vec<HostService>,
-}
-impl x::SchemaType for HostServiceInfo {
-    const TYPE_NAME: &'static str = "HostServiceInfo";
-}
-impl x::Structure for HostServiceInfo {}
-impl Clone for HostServiceInfo {
-    fn clone(&self) -> Self {
-        Self {
-            service: x::clone_vec(&self.service),
-        }
-    }
-}
-impl x::Fields for HostServiceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "service" => r.read_push(&mut self.service),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("service", &self.service);
-    }
-}
-/// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceSourcePackage {
-    /// `sourcePackageName`.
-    pub source_package_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostServiceSourcePackage {
-    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
-}
-impl x::Structure for HostServiceSourcePackage {}
-impl x::Fields for HostServiceSourcePackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "sourcePackageName" => r.read(&mut self.source_package_name),
-            "description" => r.read(&mut self.description),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sourcePackageName", &self.source_package_name);
-        w.write("description", &self.description);
-    }
-}
 /// `HostServiceTicket` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostServiceTicket {
@@ -609,8 +436,8 @@ impl x::Structure for HostSnmpConfigSpec {}
 impl Clone for HostSnmpConfigSpec {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
-            port: self.port.clone(),
+            enabled: self.enabled,
+            port: self.port,
             read_only_communities: x::clone_vec(&self.read_only_communities),
             trap_targets: x::clone_vec(&self.trap_targets),
             option: x::clone_vec(&self.option),
@@ -1316,7 +1143,7 @@ impl Clone for HostStorageDeviceInfo {
             nvme_topology: self.nvme_topology.clone(),
             multipath_info: self.multipath_info.clone(),
             plug_store_topology: self.plug_store_topology.clone(),
-            software_internet_scsi_enabled: self.software_internet_scsi_enabled.clone(),
+            software_internet_scsi_enabled: self.software_internet_scsi_enabled,
         }
     }
 }
@@ -2508,7 +2335,7 @@ impl Clone for HostTpmAttestationReport {
         Self {
             tpm_pcr_values: x::clone_vec(&self.tpm_pcr_values),
             tpm_events: x::clone_vec(&self.tpm_events),
-            tpm_log_reliable: self.tpm_log_reliable.clone(),
+            tpm_log_reliable: self.tpm_log_reliable,
         }
     }
 }
@@ -3292,4 +3119,178 @@ impl x::Fields for HostUnresolvedVmfsResolutionResult {
 impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
     const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+    /// `uuidResolution`.
+    pub uuid_resolution: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+impl Clone for HostUnresolvedVmfsResolutionSpec {
+    fn clone(&self) -> Self {
+        Self {
+            extent_device_path: x::clone_vec(&self.extent_device_path),
+            uuid_resolution: self.uuid_resolution.clone(),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsResolutionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+        w.write("uuidResolution", &self.uuid_resolution);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolume {
+    /// `extent`.
+    pub extent: Vec<HostUnresolvedVmfsExtent>,
+    /// `vmfsLabel`.
+    pub vmfs_label: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `totalBlocks`.
+    pub total_blocks: i32,
+    /// `resolveStatus`.
+    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolume {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
+}
+impl x::Structure for HostUnresolvedVmfsVolume {}
+impl Clone for HostUnresolvedVmfsVolume {
+    fn clone(&self) -> Self {
+        Self {
+            extent: x::clone_vec(&self.extent),
+            vmfs_label: self.vmfs_label.clone(),
+            vmfs_uuid: self.vmfs_uuid.clone(),
+            total_blocks: self.total_blocks,
+            resolve_status: self.resolve_status.clone(),
+        }
+    }
+}
+impl x::Fields for HostUnresolvedVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsLabel", &self.vmfs_label);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("totalBlocks", &self.total_blocks);
+        w.write("resolveStatus", &self.resolve_status);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsVolume {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
+}
+/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolumeResolveStatus {
+    /// `resolvable`.
+    pub resolvable: bool,
+    /// `incompleteExtents`.
+    pub incomplete_extents: Option<bool>,
+    /// `multipleCopies`.
+    pub multiple_copies: Option<bool>,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
+}
+impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
+impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("resolvable", &self.resolvable);
+        w.write_opt("incompleteExtents", &self.incomplete_extents);
+        w.write_opt("multipleCopies", &self.multiple_copies);
+    }
+}
+/// `HostUpgradeFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUpgradeFailedEvent {
+    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
+}
+impl x::Structure for HostUpgradeFailedEvent {}
+impl std::ops::Deref for HostUpgradeFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostUpgradeFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
 }

@@ -5,180 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-    /// `uuidResolution`.
-    pub uuid_resolution: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
-impl Clone for HostUnresolvedVmfsResolutionSpec {
-    fn clone(&self) -> Self {
-        Self {
-            extent_device_path: x::clone_vec(&self.extent_device_path),
-            uuid_resolution: self.uuid_resolution.clone(),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsResolutionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            "uuidResolution" => r.read(&mut self.uuid_resolution),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-        w.write("uuidResolution", &self.uuid_resolution);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
-#[derive(Debug, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolume {
-    /// `extent`.
-    pub extent: Vec<HostUnresolvedVmfsExtent>,
-    /// `vmfsLabel`.
-    pub vmfs_label: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `totalBlocks`.
-    pub total_blocks: i32,
-    /// `resolveStatus`.
-    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolume {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
-}
-impl x::Structure for HostUnresolvedVmfsVolume {}
-impl Clone for HostUnresolvedVmfsVolume {
-    fn clone(&self) -> Self {
-        Self {
-            extent: x::clone_vec(&self.extent),
-            vmfs_label: self.vmfs_label.clone(),
-            vmfs_uuid: self.vmfs_uuid.clone(),
-            total_blocks: self.total_blocks.clone(),
-            resolve_status: self.resolve_status.clone(),
-        }
-    }
-}
-impl x::Fields for HostUnresolvedVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsLabel" => r.read(&mut self.vmfs_label),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "totalBlocks" => r.read(&mut self.total_blocks),
-            "resolveStatus" => r.read(&mut self.resolve_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsLabel", &self.vmfs_label);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("totalBlocks", &self.total_blocks);
-        w.write("resolveStatus", &self.resolve_status);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsVolume {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
-}
-/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolumeResolveStatus {
-    /// `resolvable`.
-    pub resolvable: bool,
-    /// `incompleteExtents`.
-    pub incomplete_extents: Option<bool>,
-    /// `multipleCopies`.
-    pub multiple_copies: Option<bool>,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
-}
-impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
-impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resolvable" => r.read(&mut self.resolvable),
-            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
-            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("resolvable", &self.resolvable);
-        w.write_opt("incompleteExtents", &self.incomplete_extents);
-        w.write_opt("multipleCopies", &self.multiple_copies);
-    }
-}
-/// `HostUpgradeFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUpgradeFailedEvent {
-    /// The fields `HostUpgradeFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostUpgradeFailedEvent {
-    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
-}
-impl x::Structure for HostUpgradeFailedEvent {}
-impl std::ops::Deref for HostUpgradeFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostUpgradeFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostUpgradeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
 /// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
@@ -238,7 +64,7 @@ impl Clone for HostVFlashManagerVFlashCacheConfigInfo {
         Self {
             vflash_module_config_option: x::clone_vec(&self.vflash_module_config_option),
             default_vflash_module: self.default_vflash_module.clone(),
-            swap_cache_reservation_in_gb: self.swap_cache_reservation_in_gb.clone(),
+            swap_cache_reservation_in_gb: self.swap_cache_reservation_in_gb,
         }
     }
 }
@@ -886,7 +712,7 @@ impl Clone for HostVffsVolume {
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
-            major_version: self.major_version.clone(),
+            major_version: self.major_version,
             version: self.version.clone(),
             uuid: self.uuid.clone(),
             extent: x::clone_vec(&self.extent),
@@ -1312,9 +1138,9 @@ impl Clone for HostVirtualSwitch {
         Self {
             name: self.name.clone(),
             key: self.key.clone(),
-            num_ports: self.num_ports.clone(),
-            num_ports_available: self.num_ports_available.clone(),
-            mtu: self.mtu.clone(),
+            num_ports: self.num_ports,
+            num_ports_available: self.num_ports_available,
+            mtu: self.mtu,
             portgroup: x::clone_vec(&self.portgroup),
             pnic: x::clone_vec(&self.pnic),
             spec: self.spec.clone(),
@@ -1771,20 +1597,20 @@ impl Clone for HostVmfsVolume {
     fn clone(&self) -> Self {
         Self {
             host_file_system_volume: self.host_file_system_volume.clone(),
-            block_size_mb: self.block_size_mb.clone(),
-            block_size: self.block_size.clone(),
-            unmap_granularity: self.unmap_granularity.clone(),
+            block_size_mb: self.block_size_mb,
+            block_size: self.block_size,
+            unmap_granularity: self.unmap_granularity,
             unmap_priority: self.unmap_priority.clone(),
             unmap_bandwidth_spec: self.unmap_bandwidth_spec.clone(),
-            max_blocks: self.max_blocks.clone(),
-            major_version: self.major_version.clone(),
+            max_blocks: self.max_blocks,
+            major_version: self.major_version,
             version: self.version.clone(),
             uuid: self.uuid.clone(),
             extent: x::clone_vec(&self.extent),
-            vmfs_upgradable: self.vmfs_upgradable.clone(),
+            vmfs_upgradable: self.vmfs_upgradable,
             force_mounted_info: self.force_mounted_info.clone(),
-            ssd: self.ssd.clone(),
-            local: self.local.clone(),
+            ssd: self.ssd,
+            local: self.local,
             scsi_disk_type: self.scsi_disk_type.clone(),
         }
     }
@@ -1960,7 +1786,7 @@ impl Clone for HostVsanInternalSystemDeleteVsanObjectsResult {
     fn clone(&self) -> Self {
         Self {
             uuid: self.uuid.clone(),
-            success: self.success.clone(),
+            success: self.success,
             failure_reason: x::clone_vec(&self.failure_reason),
         }
     }
@@ -2166,8 +1992,8 @@ impl Clone for HostVvolVolume {
             vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
             storage_array: x::clone_vec(&self.storage_array),
             protocol_endpoint_type: self.protocol_endpoint_type.clone(),
-            vvol_nqn_fields_available: self.vvol_nqn_fields_available.clone(),
-            stretched: self.stretched.clone(),
+            vvol_nqn_fields_available: self.vvol_nqn_fields_available,
+            stretched: self.stretched,
         }
     }
 }
@@ -2323,12 +2149,12 @@ impl x::Structure for HostVvolVolumeSpecification {}
 impl Clone for HostVvolVolumeSpecification {
     fn clone(&self) -> Self {
         Self {
-            max_size_in_mb: self.max_size_in_mb.clone(),
+            max_size_in_mb: self.max_size_in_mb,
             volume_name: self.volume_name.clone(),
             vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
             storage_array: x::clone_vec(&self.storage_array),
             uuid: self.uuid.clone(),
-            stretched: self.stretched.clone(),
+            stretched: self.stretched,
         }
     }
 }
@@ -2459,7 +2285,7 @@ impl Clone for HostWwnConflictEvent {
             host_event: self.host_event.clone(),
             conflicted_vms: x::clone_vec(&self.conflicted_vms),
             conflicted_hosts: x::clone_vec(&self.conflicted_hosts),
-            wwn: self.wwn.clone(),
+            wwn: self.wwn,
         }
     }
 }

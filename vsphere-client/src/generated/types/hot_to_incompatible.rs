@@ -351,8 +351,8 @@ impl Clone for HttpNfcLeaseInfo {
             lease: self.lease.clone(),
             entity: self.entity.clone(),
             device_url: x::clone_vec(&self.device_url),
-            total_disk_capacity_in_kb: self.total_disk_capacity_in_kb.clone(),
-            lease_timeout: self.lease_timeout.clone(),
+            total_disk_capacity_in_kb: self.total_disk_capacity_in_kb,
+            lease_timeout: self.lease_timeout,
             host_map: x::clone_vec(&self.host_map),
         }
     }
@@ -506,11 +506,11 @@ impl Clone for HttpNfcLeaseSourceFile {
             target_device_id: self.target_device_id.clone(),
             url: self.url.clone(),
             member_name: self.member_name.clone(),
-            create: self.create.clone(),
+            create: self.create,
             ssl_thumbprint: self.ssl_thumbprint.clone(),
             ssl_certificate: self.ssl_certificate.clone(),
             http_headers: x::clone_vec(&self.http_headers),
-            size: self.size.clone(),
+            size: self.size,
         }
     }
 }

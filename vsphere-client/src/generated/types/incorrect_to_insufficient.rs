@@ -773,8 +773,8 @@ impl Clone for InsufficientNetworkResourcePoolCapacity {
             dvs_name: self.dvs_name.clone(),
             dvs_uuid: self.dvs_uuid.clone(),
             resource_pool_key: self.resource_pool_key.clone(),
-            available: self.available.clone(),
-            requested: self.requested.clone(),
+            available: self.available,
+            requested: self.requested,
             device: x::clone_vec(&self.device),
         }
     }

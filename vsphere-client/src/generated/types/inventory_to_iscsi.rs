@@ -430,7 +430,7 @@ impl x::Structure for IpPool {}
 impl Clone for IpPool {
     fn clone(&self) -> Self {
         Self {
-            id: self.id.clone(),
+            id: self.id,
             name: self.name.clone(),
             ipv4_config: self.ipv4_config.clone(),
             ipv6_config: self.ipv6_config.clone(),
@@ -439,10 +439,10 @@ impl Clone for IpPool {
             host_prefix: self.host_prefix.clone(),
             http_proxy: self.http_proxy.clone(),
             network_association: x::clone_vec(&self.network_association),
-            available_ipv4_addresses: self.available_ipv4_addresses.clone(),
-            available_ipv6_addresses: self.available_ipv6_addresses.clone(),
-            allocated_ipv4_addresses: self.allocated_ipv4_addresses.clone(),
-            allocated_ipv6_addresses: self.allocated_ipv6_addresses.clone(),
+            available_ipv4_addresses: self.available_ipv4_addresses,
+            available_ipv6_addresses: self.available_ipv6_addresses,
+            allocated_ipv4_addresses: self.allocated_ipv4_addresses,
+            allocated_ipv6_addresses: self.allocated_ipv6_addresses,
         }
     }
 }
@@ -556,8 +556,8 @@ impl Clone for IpPoolIpPoolConfigInfo {
             gateway: self.gateway.clone(),
             range: self.range.clone(),
             dns: x::clone_vec(&self.dns),
-            dhcp_server_available: self.dhcp_server_available.clone(),
-            ip_pool_enabled: self.ip_pool_enabled.clone(),
+            dhcp_server_available: self.dhcp_server_available,
+            ip_pool_enabled: self.ip_pool_enabled,
         }
     }
 }
@@ -1316,7 +1316,7 @@ impl x::Structure for IscsiMigrationDependency {}
 impl Clone for IscsiMigrationDependency {
     fn clone(&self) -> Self {
         Self {
-            migration_allowed: self.migration_allowed.clone(),
+            migration_allowed: self.migration_allowed,
             disallow_reason: self.disallow_reason.clone(),
             dependency: x::clone_vec(&self.dependency),
         }

@@ -349,11 +349,11 @@ impl Clone for KmipClusterInfo {
         Self {
             cluster_id: self.cluster_id.clone(),
             servers: x::clone_vec(&self.servers),
-            use_as_default: self.use_as_default.clone(),
+            use_as_default: self.use_as_default,
             management_type: self.management_type.clone(),
             use_as_entity_default: x::clone_vec(&self.use_as_entity_default),
-            has_backup: self.has_backup.clone(),
-            tpm_required: self.tpm_required.clone(),
+            has_backup: self.has_backup,
+            tpm_required: self.tpm_required,
             key_id: self.key_id.clone(),
             default_key_type: self.default_key_type.clone(),
             key_info: self.key_info.clone(),
@@ -1408,7 +1408,7 @@ impl Clone for LicenseFeatureInfo {
             cost_unit: self.cost_unit.clone(),
             source_restriction: self.source_restriction.clone(),
             dependent_key: x::clone_vec(&self.dependent_key),
-            edition: self.edition.clone(),
+            edition: self.edition,
             expires_on: self.expires_on.clone(),
         }
     }
@@ -1552,8 +1552,8 @@ impl Clone for LicenseManagerLicenseInfo {
             license_key: self.license_key.clone(),
             edition_key: self.edition_key.clone(),
             name: self.name.clone(),
-            total: self.total.clone(),
-            used: self.used.clone(),
+            total: self.total,
+            used: self.used,
             cost_unit: self.cost_unit.clone(),
             properties: x::clone_vec(&self.properties),
             labels: x::clone_vec(&self.labels),
@@ -2001,7 +2001,7 @@ impl Clone for LicenseUsageInfo {
     fn clone(&self) -> Self {
         Self {
             source: self.source.clone(),
-            source_available: self.source_available.clone(),
+            source_available: self.source_available,
             reservation_info: x::clone_vec(&self.reservation_info),
             feature_info: x::clone_vec(&self.feature_info),
         }

@@ -106,7 +106,7 @@ impl Clone for LinkLayerDiscoveryProtocolInfo {
         Self {
             chassis_id: self.chassis_id.clone(),
             port_id: self.port_id.clone(),
-            time_to_live: self.time_to_live.clone(),
+            time_to_live: self.time_to_live,
             parameter: x::clone_vec(&self.parameter),
         }
     }

@@ -1155,7 +1155,7 @@ impl x::Structure for NetDhcpConfigInfoDhcpOptions {}
 impl Clone for NetDhcpConfigInfoDhcpOptions {
     fn clone(&self) -> Self {
         Self {
-            enable: self.enable.clone(),
+            enable: self.enable,
             config: x::clone_vec(&self.config),
         }
     }
@@ -1227,7 +1227,7 @@ impl x::Structure for NetDhcpConfigSpecDhcpOptionsSpec {}
 impl Clone for NetDhcpConfigSpecDhcpOptionsSpec {
     fn clone(&self) -> Self {
         Self {
-            enable: self.enable.clone(),
+            enable: self.enable,
             config: x::clone_vec(&self.config),
             operation: self.operation.clone(),
         }
@@ -1275,7 +1275,7 @@ impl x::Structure for NetDnsConfigInfo {}
 impl Clone for NetDnsConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            dhcp: self.dhcp.clone(),
+            dhcp: self.dhcp,
             host_name: self.host_name.clone(),
             domain_name: self.domain_name.clone(),
             ip_address: x::clone_vec(&self.ip_address),
@@ -1329,7 +1329,7 @@ impl x::Structure for NetDnsConfigSpec {}
 impl Clone for NetDnsConfigSpec {
     fn clone(&self) -> Self {
         Self {
-            dhcp: self.dhcp.clone(),
+            dhcp: self.dhcp,
             host_name: self.host_name.clone(),
             domain_name: self.domain_name.clone(),
             ip_address: x::clone_vec(&self.ip_address),
@@ -1381,7 +1381,7 @@ impl Clone for NetIpConfigInfo {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
             dhcp: self.dhcp.clone(),
-            auto_configuration_enabled: self.auto_configuration_enabled.clone(),
+            auto_configuration_enabled: self.auto_configuration_enabled,
         }
     }
 }
@@ -1474,7 +1474,7 @@ impl Clone for NetIpConfigSpec {
         Self {
             ip_address: x::clone_vec(&self.ip_address),
             dhcp: self.dhcp.clone(),
-            auto_configuration_enabled: self.auto_configuration_enabled.clone(),
+            auto_configuration_enabled: self.auto_configuration_enabled,
         }
     }
 }

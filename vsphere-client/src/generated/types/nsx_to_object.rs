@@ -377,14 +377,14 @@ impl x::Structure for NvdimmDimmInfo {}
 impl Clone for NvdimmDimmInfo {
     fn clone(&self) -> Self {
         Self {
-            dimm_handle: self.dimm_handle.clone(),
+            dimm_handle: self.dimm_handle,
             health_info: self.health_info.clone(),
-            total_capacity: self.total_capacity.clone(),
-            persistent_capacity: self.persistent_capacity.clone(),
-            available_persistent_capacity: self.available_persistent_capacity.clone(),
-            volatile_capacity: self.volatile_capacity.clone(),
-            available_volatile_capacity: self.available_volatile_capacity.clone(),
-            block_capacity: self.block_capacity.clone(),
+            total_capacity: self.total_capacity,
+            persistent_capacity: self.persistent_capacity,
+            available_persistent_capacity: self.available_persistent_capacity,
+            volatile_capacity: self.volatile_capacity,
+            available_volatile_capacity: self.available_volatile_capacity,
+            block_capacity: self.block_capacity,
             region_info: x::clone_vec(&self.region_info),
             representation_string: self.representation_string.clone(),
         }
@@ -498,14 +498,14 @@ impl Clone for NvdimmHealthInfo {
             health_status: self.health_status.clone(),
             health_information: self.health_information.clone(),
             state_flag_info: x::clone_vec(&self.state_flag_info),
-            dimm_temperature: self.dimm_temperature.clone(),
-            dimm_temperature_threshold: self.dimm_temperature_threshold.clone(),
-            spare_blocks_percentage: self.spare_blocks_percentage.clone(),
-            spare_block_threshold: self.spare_block_threshold.clone(),
-            dimm_lifespan_percentage: self.dimm_lifespan_percentage.clone(),
-            es_temperature: self.es_temperature.clone(),
-            es_temperature_threshold: self.es_temperature_threshold.clone(),
-            es_lifespan_percentage: self.es_lifespan_percentage.clone(),
+            dimm_temperature: self.dimm_temperature,
+            dimm_temperature_threshold: self.dimm_temperature_threshold,
+            spare_blocks_percentage: self.spare_blocks_percentage,
+            spare_block_threshold: self.spare_block_threshold,
+            dimm_lifespan_percentage: self.dimm_lifespan_percentage,
+            es_temperature: self.es_temperature,
+            es_temperature_threshold: self.es_temperature_threshold,
+            es_lifespan_percentage: self.es_lifespan_percentage,
         }
     }
 }
@@ -571,11 +571,11 @@ impl x::Structure for NvdimmInterleaveSetInfo {}
 impl Clone for NvdimmInterleaveSetInfo {
     fn clone(&self) -> Self {
         Self {
-            set_id: self.set_id.clone(),
+            set_id: self.set_id,
             range_type: self.range_type.clone(),
-            base_address: self.base_address.clone(),
-            size: self.size.clone(),
-            available_size: self.available_size.clone(),
+            base_address: self.base_address,
+            size: self.size,
+            available_size: self.available_size,
             device_list: x::clone_vec(&self.device_list),
             state: self.state.clone(),
         }
@@ -1074,7 +1074,7 @@ impl Clone for ObjectSpec {
     fn clone(&self) -> Self {
         Self {
             obj: self.obj.clone(),
-            skip: self.skip.clone(),
+            skip: self.skip,
             select_set: x::clone_vec(&self.select_set),
         }
     }

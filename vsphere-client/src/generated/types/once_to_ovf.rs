@@ -1501,7 +1501,7 @@ impl Clone for OvfCreateDescriptorParams {
             ovf_files: x::clone_vec(&self.ovf_files),
             name: self.name.clone(),
             description: self.description.clone(),
-            include_image_files: self.include_image_files.clone(),
+            include_image_files: self.include_image_files,
             export_option: x::clone_vec(&self.export_option),
             snapshot: self.snapshot.clone(),
         }
@@ -1556,7 +1556,7 @@ impl Clone for OvfCreateDescriptorResult {
             ovf_descriptor: self.ovf_descriptor.clone(),
             error: x::clone_vec(&self.error),
             warning: x::clone_vec(&self.warning),
-            include_image_files: self.include_image_files.clone(),
+            include_image_files: self.include_image_files,
         }
     }
 }
@@ -2692,10 +2692,10 @@ impl Clone for OvfImportParams {
     fn clone(&self) -> Self {
         Self {
             ovf_create_import_spec_params: self.ovf_create_import_spec_params.clone(),
-            push_mode: self.push_mode.clone(),
-            signature_required: self.signature_required.clone(),
-            skip_manifest_check: self.skip_manifest_check.clone(),
-            power_on: self.power_on.clone(),
+            push_mode: self.push_mode,
+            signature_required: self.signature_required,
+            skip_manifest_check: self.skip_manifest_check,
+            power_on: self.power_on,
             custom_http_headers: x::clone_vec(&self.custom_http_headers),
             source_certificate: self.source_certificate.clone(),
             datastore_mappings: x::clone_vec(&self.datastore_mappings),

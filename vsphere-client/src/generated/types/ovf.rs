@@ -272,15 +272,11 @@ impl Clone for OvfParseDescriptorResult {
             property: x::clone_vec(&self.property),
             product_info: self.product_info.clone(),
             annotation: self.annotation.clone(),
-            approximate_download_size: self.approximate_download_size.clone(),
-            approximate_flat_deployment_size: self
-                .approximate_flat_deployment_size
-                .clone(),
-            approximate_sparse_deployment_size: self
-                .approximate_sparse_deployment_size
-                .clone(),
+            approximate_download_size: self.approximate_download_size,
+            approximate_flat_deployment_size: self.approximate_flat_deployment_size,
+            approximate_sparse_deployment_size: self.approximate_sparse_deployment_size,
             default_entity_name: self.default_entity_name.clone(),
-            virtual_app: self.virtual_app.clone(),
+            virtual_app: self.virtual_app,
             deployment_option: x::clone_vec(&self.deployment_option),
             default_deployment_option: self.default_deployment_option.clone(),
             entity_name: x::clone_vec(&self.entity_name),
@@ -1821,9 +1817,9 @@ impl x::Structure for OvfValidateHostResult {}
 impl Clone for OvfValidateHostResult {
     fn clone(&self) -> Self {
         Self {
-            download_size: self.download_size.clone(),
-            flat_deployment_size: self.flat_deployment_size.clone(),
-            sparse_deployment_size: self.sparse_deployment_size.clone(),
+            download_size: self.download_size,
+            flat_deployment_size: self.flat_deployment_size,
+            sparse_deployment_size: self.sparse_deployment_size,
             error: x::clone_vec(&self.error),
             warning: x::clone_vec(&self.warning),
             supported_disk_provisioning: x::clone_vec(&self.supported_disk_provisioning),

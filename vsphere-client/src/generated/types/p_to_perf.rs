@@ -818,14 +818,14 @@ impl x::Structure for PerfCounterInfo {}
 impl Clone for PerfCounterInfo {
     fn clone(&self) -> Self {
         Self {
-            key: self.key.clone(),
+            key: self.key,
             name_info: self.name_info.clone(),
             group_info: self.group_info.clone(),
             unit_info: self.unit_info.clone(),
             rollup_type: self.rollup_type.clone(),
             stats_type: self.stats_type.clone(),
-            level: self.level.clone(),
-            per_device_level: self.per_device_level.clone(),
+            level: self.level,
+            per_device_level: self.per_device_level,
             associated_counter_id: x::clone_vec(&self.associated_counter_id),
         }
     }
@@ -1308,9 +1308,9 @@ impl Clone for PerfQuerySpec {
             entity: self.entity.clone(),
             start_time: self.start_time.clone(),
             end_time: self.end_time.clone(),
-            max_sample: self.max_sample.clone(),
+            max_sample: self.max_sample,
             metric_id: x::clone_vec(&self.metric_id),
-            interval_id: self.interval_id.clone(),
+            interval_id: self.interval_id,
             format: self.format.clone(),
         }
     }

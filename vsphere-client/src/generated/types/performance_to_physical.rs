@@ -520,27 +520,24 @@ impl Clone for PhysicalNic {
             link_speed: self.link_speed.clone(),
             valid_link_specification: x::clone_vec(&self.valid_link_specification),
             spec: self.spec.clone(),
-            wake_on_lan_supported: self.wake_on_lan_supported.clone(),
+            wake_on_lan_supported: self.wake_on_lan_supported,
             mac: self.mac.clone(),
             fcoe_configuration: self.fcoe_configuration.clone(),
-            vm_direct_path_gen2_supported: self.vm_direct_path_gen2_supported.clone(),
+            vm_direct_path_gen2_supported: self.vm_direct_path_gen2_supported,
             vm_direct_path_gen2_supported_mode: self
                 .vm_direct_path_gen2_supported_mode
                 .clone(),
-            resource_pool_scheduler_allowed: self
-                .resource_pool_scheduler_allowed
-                .clone(),
+            resource_pool_scheduler_allowed: self.resource_pool_scheduler_allowed,
             resource_pool_scheduler_disallowed_reason: x::clone_vec(
                 &self.resource_pool_scheduler_disallowed_reason,
             ),
-            auto_negotiate_supported: self.auto_negotiate_supported.clone(),
+            auto_negotiate_supported: self.auto_negotiate_supported,
             enhanced_networking_stack_supported: self
-                .enhanced_networking_stack_supported
-                .clone(),
-            ens_interrupt_supported: self.ens_interrupt_supported.clone(),
+                .enhanced_networking_stack_supported,
+            ens_interrupt_supported: self.ens_interrupt_supported,
             rdma_device: self.rdma_device.clone(),
             dpu_id: self.dpu_id.clone(),
-            perf_nic_offload_supported: self.perf_nic_offload_supported.clone(),
+            perf_nic_offload_supported: self.perf_nic_offload_supported,
         }
     }
 }

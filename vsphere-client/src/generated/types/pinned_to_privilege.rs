@@ -209,10 +209,10 @@ impl Clone for PlacementRankResult {
         Self {
             key: self.key.clone(),
             candidate: self.candidate.clone(),
-            reserved_space_mb: self.reserved_space_mb.clone(),
-            used_space_mb: self.used_space_mb.clone(),
-            total_space_mb: self.total_space_mb.clone(),
-            utilization: self.utilization.clone(),
+            reserved_space_mb: self.reserved_space_mb,
+            used_space_mb: self.used_space_mb,
+            total_space_mb: self.total_space_mb,
+            utilization: self.utilization,
             faults: x::clone_vec(&self.faults),
         }
     }
@@ -378,7 +378,7 @@ impl Clone for PlacementSpec {
             hosts: x::clone_vec(&self.hosts),
             datastores: x::clone_vec(&self.datastores),
             storage_pods: x::clone_vec(&self.storage_pods),
-            disallow_prerequisite_moves: self.disallow_prerequisite_moves.clone(),
+            disallow_prerequisite_moves: self.disallow_prerequisite_moves,
             rules: x::clone_vec(&self.rules),
             key: self.key.clone(),
             placement_type: self.placement_type.clone(),
@@ -547,7 +547,7 @@ impl x::Structure for PodDiskLocator {}
 impl Clone for PodDiskLocator {
     fn clone(&self) -> Self {
         Self {
-            disk_id: self.disk_id.clone(),
+            disk_id: self.disk_id,
             disk_move_type: self.disk_move_type.clone(),
             disk_backing_info: self.disk_backing_info.clone(),
             profile: x::clone_vec(&self.profile),

@@ -111,7 +111,7 @@ impl Clone for ProfileApplyProfileProperty {
     fn clone(&self) -> Self {
         Self {
             property_name: self.property_name.clone(),
-            array: self.array.clone(),
+            array: self.array,
             profile: x::clone_vec(&self.profile),
         }
     }
@@ -1018,11 +1018,11 @@ impl Clone for ProfileParameterMetadata {
         Self {
             id: self.id.clone(),
             type_: self.type_.clone(),
-            optional: self.optional.clone(),
+            optional: self.optional,
             default_value: self.default_value.clone(),
-            hidden: self.hidden.clone(),
-            security_sensitive: self.security_sensitive.clone(),
-            read_only: self.read_only.clone(),
+            hidden: self.hidden,
+            security_sensitive: self.security_sensitive,
+            read_only: self.read_only,
             parameter_relations: x::clone_vec(&self.parameter_relations),
         }
     }
@@ -1086,8 +1086,8 @@ impl Clone for ProfileParameterMetadataParameterRelationMetadata {
             relation_types: x::clone_vec(&self.relation_types),
             values: x::clone_vec(&self.values),
             path: self.path.clone(),
-            min_count: self.min_count.clone(),
-            max_count: self.max_count.clone(),
+            min_count: self.min_count,
+            max_count: self.max_count,
         }
     }
 }

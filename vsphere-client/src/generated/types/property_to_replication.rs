@@ -63,9 +63,7 @@ impl Clone for PropertyFilterSpec {
         Self {
             prop_set: x::clone_vec(&self.prop_set),
             object_set: x::clone_vec(&self.object_set),
-            report_missing_objects_in_results: self
-                .report_missing_objects_in_results
-                .clone(),
+            report_missing_objects_in_results: self.report_missing_objects_in_results,
         }
     }
 }
@@ -165,7 +163,7 @@ impl Clone for PropertySpec {
     fn clone(&self) -> Self {
         Self {
             type_: self.type_.clone(),
-            all: self.all.clone(),
+            all: self.all,
             path_set: x::clone_vec(&self.path_set),
         }
     }
@@ -1117,24 +1115,24 @@ impl x::Structure for ReplicationConfigSpec {}
 impl Clone for ReplicationConfigSpec {
     fn clone(&self) -> Self {
         Self {
-            generation: self.generation.clone(),
+            generation: self.generation,
             vm_replication_id: self.vm_replication_id.clone(),
             destination: self.destination.clone(),
-            port: self.port.clone(),
-            rpo: self.rpo.clone(),
-            quiesce_guest_enabled: self.quiesce_guest_enabled.clone(),
-            paused: self.paused.clone(),
-            opp_updates_enabled: self.opp_updates_enabled.clone(),
-            net_compression_enabled: self.net_compression_enabled.clone(),
-            net_encryption_enabled: self.net_encryption_enabled.clone(),
+            port: self.port,
+            rpo: self.rpo,
+            quiesce_guest_enabled: self.quiesce_guest_enabled,
+            paused: self.paused,
+            opp_updates_enabled: self.opp_updates_enabled,
+            net_compression_enabled: self.net_compression_enabled,
+            net_encryption_enabled: self.net_encryption_enabled,
             encryption_destination: self.encryption_destination.clone(),
             additional_encryption_destination: x::clone_vec(
                 &self.additional_encryption_destination,
             ),
-            encryption_port: self.encryption_port.clone(),
+            encryption_port: self.encryption_port,
             remote_certificate_thumbprint: self.remote_certificate_thumbprint.clone(),
-            data_sets_replication_enabled: self.data_sets_replication_enabled.clone(),
-            use_hbr_proxy_http_preamble: self.use_hbr_proxy_http_preamble.clone(),
+            data_sets_replication_enabled: self.data_sets_replication_enabled,
+            use_hbr_proxy_http_preamble: self.use_hbr_proxy_http_preamble,
             disk: x::clone_vec(&self.disk),
         }
     }

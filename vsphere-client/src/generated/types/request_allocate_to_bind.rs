@@ -228,7 +228,7 @@ impl Clone for ApplyEvcModeVMRequestType {
         Self {
             this: self.this.clone(),
             mask: x::clone_vec(&self.mask),
-            complete_masks: self.complete_masks.clone(),
+            complete_masks: self.complete_masks,
         }
     }
 }
@@ -1082,7 +1082,7 @@ impl Clone for BatchAddStandaloneHostsRequestType {
             this: self.this.clone(),
             new_hosts: x::clone_vec(&self.new_hosts),
             comp_res_spec: self.comp_res_spec.clone(),
-            add_connected: self.add_connected.clone(),
+            add_connected: self.add_connected,
         }
     }
 }

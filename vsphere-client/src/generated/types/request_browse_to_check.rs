@@ -80,7 +80,7 @@ impl Clone for CanProvisionObjectsRequestType {
         Self {
             this: self.this.clone(),
             npbs: x::clone_vec(&self.npbs),
-            ignore_satisfiability: self.ignore_satisfiability.clone(),
+            ignore_satisfiability: self.ignore_satisfiability,
         }
     }
 }

@@ -716,7 +716,7 @@ impl Clone for CreateContainerViewRequestType {
             this: self.this.clone(),
             container: self.container.clone(),
             type_: x::clone_vec(&self.type_),
-            recursive: self.recursive.clone(),
+            recursive: self.recursive,
         }
     }
 }
@@ -1179,7 +1179,7 @@ impl Clone for CreateDiskFromSnapshotRequestType {
             profile: x::clone_vec(&self.profile),
             crypto: self.crypto.clone(),
             path: self.path.clone(),
-            is_linked_clone: self.is_linked_clone.clone(),
+            is_linked_clone: self.is_linked_clone,
             target_id: self.target_id.clone(),
             target_datastore: self.target_datastore.clone(),
         }

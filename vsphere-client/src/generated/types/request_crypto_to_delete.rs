@@ -1744,7 +1744,7 @@ impl Clone for DeleteVsanObjectsRequestType {
         Self {
             this: self.this.clone(),
             uuids: x::clone_vec(&self.uuids),
-            force: self.force.clone(),
+            force: self.force,
         }
     }
 }

@@ -1079,7 +1079,7 @@ impl Clone for GenerateLogBundlesRequestType {
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
-            include_default: self.include_default.clone(),
+            include_default: self.include_default,
             host: x::clone_vec(&self.host),
         }
     }

@@ -1985,7 +1985,7 @@ impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
             crypto: self.crypto.clone(),
             path: self.path.clone(),
             provisioning_type: self.provisioning_type.clone(),
-            is_linked_clone: self.is_linked_clone.clone(),
+            is_linked_clone: self.is_linked_clone,
             target_id: self.target_id.clone(),
             target_datastore: self.target_datastore.clone(),
         }

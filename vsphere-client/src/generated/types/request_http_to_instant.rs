@@ -148,7 +148,7 @@ impl Clone for HttpNfcLeaseProbeUrlsRequestType {
         Self {
             this: self.this.clone(),
             files: x::clone_vec(&self.files),
-            timeout: self.timeout.clone(),
+            timeout: self.timeout,
         }
     }
 }

@@ -664,7 +664,7 @@ impl Clone for MarkPerenniallyReservedExRequestType {
         Self {
             this: self.this.clone(),
             lun_uuid: x::clone_vec(&self.lun_uuid),
-            state: self.state.clone(),
+            state: self.state,
         }
     }
 }
@@ -1654,7 +1654,7 @@ impl Clone for MoveVirtualDiskRequestType {
             source_datacenter: self.source_datacenter.clone(),
             dest_name: self.dest_name.clone(),
             dest_datacenter: self.dest_datacenter.clone(),
-            force: self.force.clone(),
+            force: self.force,
             profile: x::clone_vec(&self.profile),
         }
     }

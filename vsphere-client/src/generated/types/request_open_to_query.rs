@@ -270,9 +270,9 @@ impl Clone for PerformVsanUpgradeRequestType {
         Self {
             this: self.this.clone(),
             cluster: self.cluster.clone(),
-            perform_object_upgrade: self.perform_object_upgrade.clone(),
-            downgrade_format: self.downgrade_format.clone(),
-            allow_reduced_redundancy: self.allow_reduced_redundancy.clone(),
+            perform_object_upgrade: self.perform_object_upgrade,
+            downgrade_format: self.downgrade_format,
+            allow_reduced_redundancy: self.allow_reduced_redundancy,
             exclude_hosts: x::clone_vec(&self.exclude_hosts),
         }
     }
@@ -841,7 +841,7 @@ impl Clone for PromoteDisksRequestType {
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
-            unlink: self.unlink.clone(),
+            unlink: self.unlink,
             disks: x::clone_vec(&self.disks),
         }
     }
@@ -2199,7 +2199,7 @@ impl Clone for QueryCryptoKeyStatusRequestType {
         Self {
             this: self.this.clone(),
             key_ids: x::clone_vec(&self.key_ids),
-            check_key_bit_map: self.check_key_bit_map.clone(),
+            check_key_bit_map: self.check_key_bit_map,
         }
     }
 }

@@ -2990,8 +2990,8 @@ impl Clone for QueryVsanObjectUuidsByFilterRequestType {
         Self {
             this: self.this.clone(),
             uuids: x::clone_vec(&self.uuids),
-            limit: self.limit.clone(),
-            version: self.version.clone(),
+            limit: self.limit,
+            version: self.version,
         }
     }
 }

@@ -694,7 +694,7 @@ impl Clone for ReconfigurationSatisfiableRequestType {
         Self {
             this: self.this.clone(),
             pcbs: x::clone_vec(&self.pcbs),
-            ignore_satisfiability: self.ignore_satisfiability.clone(),
+            ignore_satisfiability: self.ignore_satisfiability,
         }
     }
 }

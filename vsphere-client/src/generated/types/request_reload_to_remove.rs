@@ -491,7 +491,7 @@ impl Clone for RemoveDiskMappingRequestType {
             this: self.this.clone(),
             mapping: x::clone_vec(&self.mapping),
             maintenance_spec: self.maintenance_spec.clone(),
-            timeout: self.timeout.clone(),
+            timeout: self.timeout,
         }
     }
 }
@@ -553,7 +553,7 @@ impl Clone for RemoveDiskRequestType {
             this: self.this.clone(),
             disk: x::clone_vec(&self.disk),
             maintenance_spec: self.maintenance_spec.clone(),
-            timeout: self.timeout.clone(),
+            timeout: self.timeout,
         }
     }
 }
@@ -928,7 +928,7 @@ impl Clone for RemoveInternetScsiSendTargetsRequestType {
             this: self.this.clone(),
             i_scsi_hba_device: self.i_scsi_hba_device.clone(),
             targets: x::clone_vec(&self.targets),
-            force: self.force.clone(),
+            force: self.force,
         }
     }
 }
@@ -1092,7 +1092,7 @@ impl Clone for RemoveKeysRequestType {
         Self {
             this: self.this.clone(),
             keys: x::clone_vec(&self.keys),
-            force: self.force.clone(),
+            force: self.force,
         }
     }
 }

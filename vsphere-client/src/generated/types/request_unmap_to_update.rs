@@ -818,7 +818,7 @@ impl Clone for UpdateAuthorizationRoleRequestType {
     fn clone(&self) -> Self {
         Self {
             this: self.this.clone(),
-            role_id: self.role_id.clone(),
+            role_id: self.role_id,
             new_name: self.new_name.clone(),
             priv_ids: x::clone_vec(&self.priv_ids),
         }

@@ -1099,7 +1099,7 @@ impl Clone for UpgradeVsanObjectsRequestType {
         Self {
             this: self.this.clone(),
             uuids: x::clone_vec(&self.uuids),
-            new_version: self.new_version.clone(),
+            new_version: self.new_version,
         }
     }
 }

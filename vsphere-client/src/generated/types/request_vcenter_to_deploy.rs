@@ -529,7 +529,7 @@ impl Clone for ValidateHostProfileCompositionRequestType {
             to_replace_with: self.to_replace_with.clone(),
             to_be_deleted: self.to_be_deleted.clone(),
             enable_status_to_be_copied: self.enable_status_to_be_copied.clone(),
-            error_only: self.error_only.clone(),
+            error_only: self.error_only,
         }
     }
 }

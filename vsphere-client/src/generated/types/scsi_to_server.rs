@@ -86,20 +86,20 @@ impl Clone for ScsiLun {
             vendor: self.vendor.clone(),
             model: self.model.clone(),
             revision: self.revision.clone(),
-            scsi_level: self.scsi_level.clone(),
+            scsi_level: self.scsi_level,
             serial_number: self.serial_number.clone(),
             durable_name: self.durable_name.clone(),
             alternate_name: x::clone_vec(&self.alternate_name),
             standard_inquiry: x::clone_vec(&self.standard_inquiry),
-            queue_depth: self.queue_depth.clone(),
+            queue_depth: self.queue_depth,
             operational_state: x::clone_vec(&self.operational_state),
             capabilities: self.capabilities.clone(),
             vstorage_support: self.vstorage_support.clone(),
-            protocol_endpoint: self.protocol_endpoint.clone(),
-            perennially_reserved: self.perennially_reserved.clone(),
-            clustered_vmdk_supported: self.clustered_vmdk_supported.clone(),
+            protocol_endpoint: self.protocol_endpoint,
+            perennially_reserved: self.perennially_reserved,
+            clustered_vmdk_supported: self.clustered_vmdk_supported,
             application_protocol: self.application_protocol.clone(),
-            dispersed_ns: self.dispersed_ns.clone(),
+            dispersed_ns: self.dispersed_ns,
             device_reservation: self.device_reservation.clone(),
         }
     }
@@ -281,7 +281,7 @@ impl Clone for ScsiLunDurableName {
     fn clone(&self) -> Self {
         Self {
             namespace: self.namespace.clone(),
-            namespace_id: self.namespace_id.clone(),
+            namespace_id: self.namespace_id,
             data: x::clone_vec(&self.data),
         }
     }
@@ -586,8 +586,8 @@ impl Clone for SearchIndexQuerySpec {
             properties: x::clone_vec(&self.properties),
             resource_type: self.resource_type.clone(),
             filters: x::clone_vec(&self.filters),
-            return_total_count: self.return_total_count.clone(),
-            limit: self.limit.clone(),
+            return_total_count: self.return_total_count,
+            limit: self.limit,
         }
     }
 }
@@ -691,7 +691,7 @@ impl Clone for SearchIndexResultSet {
         Self {
             properties: x::clone_vec(&self.properties),
             items: x::clone_vec(&self.items),
-            total_count: self.total_count.clone(),
+            total_count: self.total_count,
             marker: self.marker.clone(),
         }
     }

@@ -523,7 +523,7 @@ impl Clone for SnapshotRevertIssue {
             migration_fault: self.migration_fault.clone(),
             snapshot_name: self.snapshot_name.clone(),
             event: x::clone_vec(&self.event),
-            errors: self.errors.clone(),
+            errors: self.errors,
         }
     }
 }
@@ -744,7 +744,7 @@ impl Clone for SoftwarePackage {
             conflicts: x::clone_vec(&self.conflicts),
             replaces: x::clone_vec(&self.replaces),
             provides: x::clone_vec(&self.provides),
-            maintenance_mode_required: self.maintenance_mode_required.clone(),
+            maintenance_mode_required: self.maintenance_mode_required,
             hardware_platforms_required: x::clone_vec(&self.hardware_platforms_required),
             capability: self.capability.clone(),
             tag: x::clone_vec(&self.tag),
@@ -1982,11 +1982,11 @@ impl x::Structure for StorageDrsPodConfigInfo {}
 impl Clone for StorageDrsPodConfigInfo {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
-            io_load_balance_enabled: self.io_load_balance_enabled.clone(),
+            enabled: self.enabled,
+            io_load_balance_enabled: self.io_load_balance_enabled,
             default_vm_behavior: self.default_vm_behavior.clone(),
-            load_balance_interval: self.load_balance_interval.clone(),
-            default_intra_vm_affinity: self.default_intra_vm_affinity.clone(),
+            load_balance_interval: self.load_balance_interval,
+            default_intra_vm_affinity: self.default_intra_vm_affinity,
             space_load_balance_config: self.space_load_balance_config.clone(),
             io_load_balance_config: self.io_load_balance_config.clone(),
             automation_overrides: self.automation_overrides.clone(),
@@ -2061,11 +2061,11 @@ impl x::Structure for StorageDrsPodConfigSpec {}
 impl Clone for StorageDrsPodConfigSpec {
     fn clone(&self) -> Self {
         Self {
-            enabled: self.enabled.clone(),
-            io_load_balance_enabled: self.io_load_balance_enabled.clone(),
+            enabled: self.enabled,
+            io_load_balance_enabled: self.io_load_balance_enabled,
             default_vm_behavior: self.default_vm_behavior.clone(),
-            load_balance_interval: self.load_balance_interval.clone(),
-            default_intra_vm_affinity: self.default_intra_vm_affinity.clone(),
+            load_balance_interval: self.load_balance_interval,
+            default_intra_vm_affinity: self.default_intra_vm_affinity,
             space_load_balance_config: self.space_load_balance_config.clone(),
             io_load_balance_config: self.io_load_balance_config.clone(),
             automation_overrides: self.automation_overrides.clone(),
@@ -2332,9 +2332,9 @@ impl Clone for StorageDrsVmConfigInfo {
     fn clone(&self) -> Self {
         Self {
             vm: self.vm.clone(),
-            enabled: self.enabled.clone(),
+            enabled: self.enabled,
             behavior: self.behavior.clone(),
-            intra_vm_affinity: self.intra_vm_affinity.clone(),
+            intra_vm_affinity: self.intra_vm_affinity,
             intra_vm_anti_affinity: self.intra_vm_anti_affinity.clone(),
             virtual_disk_rules: x::clone_vec(&self.virtual_disk_rules),
         }
@@ -2758,14 +2758,14 @@ impl x::Structure for StoragePerformanceSummary {}
 impl Clone for StoragePerformanceSummary {
     fn clone(&self) -> Self {
         Self {
-            interval: self.interval.clone(),
+            interval: self.interval,
             percentile: x::clone_vec(&self.percentile),
             datastore_read_latency: x::clone_vec(&self.datastore_read_latency),
             datastore_write_latency: x::clone_vec(&self.datastore_write_latency),
             datastore_vm_latency: x::clone_vec(&self.datastore_vm_latency),
             datastore_read_iops: x::clone_vec(&self.datastore_read_iops),
             datastore_write_iops: x::clone_vec(&self.datastore_write_iops),
-            sioc_activity_duration: self.sioc_activity_duration.clone(),
+            sioc_activity_duration: self.sioc_activity_duration,
         }
     }
 }

@@ -1091,7 +1091,7 @@ impl x::Structure for TaskFilterSpecByUsername {}
 impl Clone for TaskFilterSpecByUsername {
     fn clone(&self) -> Self {
         Self {
-            system_user: self.system_user.clone(),
+            system_user: self.system_user,
             user_list: x::clone_vec(&self.user_list),
         }
     }
@@ -1230,17 +1230,17 @@ impl Clone for TaskInfo {
             entity_name: self.entity_name.clone(),
             locked: x::clone_vec(&self.locked),
             state: self.state.clone(),
-            cancelled: self.cancelled.clone(),
-            cancelable: self.cancelable.clone(),
+            cancelled: self.cancelled,
+            cancelable: self.cancelable,
             error: self.error.clone(),
             result: self.result.clone(),
-            progress: self.progress.clone(),
+            progress: self.progress,
             progress_details: x::clone_vec(&self.progress_details),
             reason: self.reason.clone(),
             queue_time: self.queue_time.clone(),
             start_time: self.start_time.clone(),
             complete_time: self.complete_time.clone(),
-            event_chain_id: self.event_chain_id.clone(),
+            event_chain_id: self.event_chain_id,
             change_tag: self.change_tag.clone(),
             parent_task_key: self.parent_task_key.clone(),
             root_task_key: self.root_task_key.clone(),
@@ -1380,9 +1380,9 @@ impl x::Structure for TaskInfoFilterSpecFilterTaskResults {}
 impl Clone for TaskInfoFilterSpecFilterTaskResults {
     fn clone(&self) -> Self {
         Self {
-            remove_all: self.remove_all.clone(),
+            remove_all: self.remove_all,
             description_ids: x::clone_vec(&self.description_ids),
-            filter_in: self.filter_in.clone(),
+            filter_in: self.filter_in,
         }
     }
 }

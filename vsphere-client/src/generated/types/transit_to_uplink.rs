@@ -139,7 +139,7 @@ impl Clone for TraversalSpec {
             selection_spec: self.selection_spec.clone(),
             type_: self.type_.clone(),
             path: self.path.clone(),
-            skip: self.skip.clone(),
+            skip: self.skip,
             select_set: x::clone_vec(&self.select_set),
         }
     }
@@ -913,7 +913,7 @@ impl Clone for UpdateSet {
         Self {
             version: self.version.clone(),
             filter_set: x::clone_vec(&self.filter_set),
-            truncated: self.truncated.clone(),
+            truncated: self.truncated,
         }
     }
 }

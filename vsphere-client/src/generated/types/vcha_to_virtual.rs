@@ -1383,7 +1383,7 @@ impl Clone for VirtualController {
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
-            bus_number: self.bus_number.clone(),
+            bus_number: self.bus_number,
             device: x::clone_vec(&self.device),
         }
     }
@@ -2080,12 +2080,12 @@ impl Clone for VirtualDeviceOption {
             controller_type: self.controller_type.clone(),
             auto_assign_controller: self.auto_assign_controller.clone(),
             backing_option: x::clone_vec(&self.backing_option),
-            default_backing_option_index: self.default_backing_option_index.clone(),
+            default_backing_option_index: self.default_backing_option_index,
             licensing_limit: x::clone_vec(&self.licensing_limit),
-            deprecated: self.deprecated.clone(),
-            plug_and_play: self.plug_and_play.clone(),
-            hot_remove_supported: self.hot_remove_supported.clone(),
-            numa_supported: self.numa_supported.clone(),
+            deprecated: self.deprecated,
+            plug_and_play: self.plug_and_play,
+            hot_remove_supported: self.hot_remove_supported,
+            numa_supported: self.numa_supported,
         }
     }
 }
@@ -2450,19 +2450,19 @@ impl Clone for VirtualDisk {
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
-            capacity_in_kb: self.capacity_in_kb.clone(),
-            capacity_in_bytes: self.capacity_in_bytes.clone(),
+            capacity_in_kb: self.capacity_in_kb,
+            capacity_in_bytes: self.capacity_in_bytes,
             shares: self.shares.clone(),
             storage_io_allocation: self.storage_io_allocation.clone(),
             disk_object_id: self.disk_object_id.clone(),
             vflash_cache_config_info: self.vflash_cache_config_info.clone(),
             iofilter: x::clone_vec(&self.iofilter),
             vdisk_id: self.vdisk_id.clone(),
-            vdisk_version: self.vdisk_version.clone(),
+            vdisk_version: self.vdisk_version,
             virtual_disk_format: self.virtual_disk_format.clone(),
-            native_unmanaged_linked_clone: self.native_unmanaged_linked_clone.clone(),
+            native_unmanaged_linked_clone: self.native_unmanaged_linked_clone,
             independent_filters: x::clone_vec(&self.independent_filters),
-            guest_read_only: self.guest_read_only.clone(),
+            guest_read_only: self.guest_read_only,
             disk_chain_broken_issue: self.disk_chain_broken_issue.clone(),
         }
     }
@@ -3020,9 +3020,9 @@ impl Clone for VirtualDiskFlatVer2BackingOption {
             disk_mode: self.disk_mode.clone(),
             split: self.split.clone(),
             write_through: self.write_through.clone(),
-            growable: self.growable.clone(),
-            hot_growable: self.hot_growable.clone(),
-            uuid: self.uuid.clone(),
+            growable: self.growable,
+            hot_growable: self.hot_growable,
+            uuid: self.uuid,
             thin_provisioned: self.thin_provisioned.clone(),
             eagerly_scrub: self.eagerly_scrub.clone(),
             delta_disk_format: self.delta_disk_format.clone(),

@@ -841,7 +841,7 @@ impl Clone for VMwareDVSConfigInfo {
             dvs_config_info: self.dvs_config_info.clone(),
             vspan_session: x::clone_vec(&self.vspan_session),
             pvlan_config: x::clone_vec(&self.pvlan_config),
-            max_mtu: self.max_mtu.clone(),
+            max_mtu: self.max_mtu,
             link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
             ipfix_config: self.ipfix_config.clone(),
             lacp_group_config: x::clone_vec(&self.lacp_group_config),
@@ -976,7 +976,7 @@ impl Clone for VMwareDVSConfigSpec {
             dvs_config_spec: self.dvs_config_spec.clone(),
             pvlan_config_spec: x::clone_vec(&self.pvlan_config_spec),
             vspan_config_spec: x::clone_vec(&self.vspan_config_spec),
-            max_mtu: self.max_mtu.clone(),
+            max_mtu: self.max_mtu,
             link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
             ipfix_config: self.ipfix_config.clone(),
             lacp_api_version: self.lacp_api_version.clone(),
@@ -1296,7 +1296,7 @@ impl Clone for VMwareDVSMtuHealthCheckResult {
             host_member_uplink_health_check_result: self
                 .host_member_uplink_health_check_result
                 .clone(),
-            mtu_mismatch: self.mtu_mismatch.clone(),
+            mtu_mismatch: self.mtu_mismatch,
             vlan_support_switch_mtu: x::clone_vec(&self.vlan_support_switch_mtu),
             vlan_not_support_switch_mtu: x::clone_vec(&self.vlan_not_support_switch_mtu),
         }
@@ -2007,7 +2007,7 @@ impl Clone for VMwareDvsLacpGroupConfig {
             key: self.key.clone(),
             name: self.name.clone(),
             mode: self.mode.clone(),
-            uplink_num: self.uplink_num.clone(),
+            uplink_num: self.uplink_num,
             loadbalance_algorithm: self.loadbalance_algorithm.clone(),
             vlan: self.vlan.clone(),
             ipfix: self.ipfix.clone(),

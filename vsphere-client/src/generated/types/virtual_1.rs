@@ -849,9 +849,9 @@ impl Clone for VirtualDiskSeSparseBackingOption {
                 .clone(),
             disk_mode: self.disk_mode.clone(),
             write_through: self.write_through.clone(),
-            growable: self.growable.clone(),
-            hot_growable: self.hot_growable.clone(),
-            uuid: self.uuid.clone(),
+            growable: self.growable,
+            hot_growable: self.hot_growable,
+            uuid: self.uuid,
             delta_disk_formats_supported: x::clone_vec(
                 &self.delta_disk_formats_supported,
             ),
@@ -2384,15 +2384,15 @@ impl x::Structure for VirtualHardware {}
 impl Clone for VirtualHardware {
     fn clone(&self) -> Self {
         Self {
-            num_cpu: self.num_cpu.clone(),
-            num_cores_per_socket: self.num_cores_per_socket.clone(),
-            auto_cores_per_socket: self.auto_cores_per_socket.clone(),
-            memory_mb: self.memory_mb.clone(),
-            virtual_ich7_m_present: self.virtual_ich7_m_present.clone(),
-            virtual_smc_present: self.virtual_smc_present.clone(),
+            num_cpu: self.num_cpu,
+            num_cores_per_socket: self.num_cores_per_socket,
+            auto_cores_per_socket: self.auto_cores_per_socket,
+            memory_mb: self.memory_mb,
+            virtual_ich7_m_present: self.virtual_ich7_m_present,
+            virtual_smc_present: self.virtual_smc_present,
             device: x::clone_vec(&self.device),
             motherboard_layout: self.motherboard_layout.clone(),
-            simultaneous_threads: self.simultaneous_threads.clone(),
+            simultaneous_threads: self.simultaneous_threads,
         }
     }
 }
@@ -2570,13 +2570,13 @@ impl x::Structure for VirtualHardwareOption {}
 impl Clone for VirtualHardwareOption {
     fn clone(&self) -> Self {
         Self {
-            hw_version: self.hw_version.clone(),
+            hw_version: self.hw_version,
             virtual_device_option: x::clone_vec(&self.virtual_device_option),
-            device_list_readonly: self.device_list_readonly.clone(),
+            device_list_readonly: self.device_list_readonly,
             num_cpu: x::clone_vec(&self.num_cpu),
             num_cores_per_socket: self.num_cores_per_socket.clone(),
             auto_cores_per_socket: self.auto_cores_per_socket.clone(),
-            num_cpu_readonly: self.num_cpu_readonly.clone(),
+            num_cpu_readonly: self.num_cpu_readonly,
             memory_mb: self.memory_mb.clone(),
             num_pci_controllers: self.num_pci_controllers.clone(),
             num_ide_controllers: self.num_ide_controllers.clone(),

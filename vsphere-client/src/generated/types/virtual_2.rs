@@ -235,11 +235,11 @@ impl x::Structure for VirtualMachineBootOptions {}
 impl Clone for VirtualMachineBootOptions {
     fn clone(&self) -> Self {
         Self {
-            boot_delay: self.boot_delay.clone(),
-            enter_bios_setup: self.enter_bios_setup.clone(),
-            efi_secure_boot_enabled: self.efi_secure_boot_enabled.clone(),
-            boot_retry_enabled: self.boot_retry_enabled.clone(),
-            boot_retry_delay: self.boot_retry_delay.clone(),
+            boot_delay: self.boot_delay,
+            enter_bios_setup: self.enter_bios_setup,
+            efi_secure_boot_enabled: self.efi_secure_boot_enabled,
+            boot_retry_enabled: self.boot_retry_enabled,
+            boot_retry_delay: self.boot_retry_delay,
             boot_order: x::clone_vec(&self.boot_order),
             network_boot_protocol: self.network_boot_protocol.clone(),
         }
@@ -1132,12 +1132,12 @@ impl Clone for VirtualMachineConfigInfo {
             npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
             npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
             npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
-            npiv_desired_node_wwns: self.npiv_desired_node_wwns.clone(),
-            npiv_desired_port_wwns: self.npiv_desired_port_wwns.clone(),
-            npiv_temporary_disabled: self.npiv_temporary_disabled.clone(),
-            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
             location_id: self.location_id.clone(),
-            template: self.template.clone(),
+            template: self.template,
             guest_id: self.guest_id.clone(),
             alternate_guest_name: self.alternate_guest_name.clone(),
             annotation: self.annotation.clone(),
@@ -1146,17 +1146,17 @@ impl Clone for VirtualMachineConfigInfo {
             flags: self.flags.clone(),
             console_preferences: self.console_preferences.clone(),
             default_power_ops: self.default_power_ops.clone(),
-            reboot_power_off: self.reboot_power_off.clone(),
+            reboot_power_off: self.reboot_power_off,
             hardware: self.hardware.clone(),
             vcpu_config: x::clone_vec(&self.vcpu_config),
             cpu_allocation: self.cpu_allocation.clone(),
             memory_allocation: self.memory_allocation.clone(),
             latency_sensitivity: self.latency_sensitivity.clone(),
-            memory_hot_add_enabled: self.memory_hot_add_enabled.clone(),
-            cpu_hot_add_enabled: self.cpu_hot_add_enabled.clone(),
-            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled.clone(),
-            hot_plug_memory_limit: self.hot_plug_memory_limit.clone(),
-            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size.clone(),
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            hot_plug_memory_limit: self.hot_plug_memory_limit,
+            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size,
             cpu_affinity: self.cpu_affinity.clone(),
             memory_affinity: self.memory_affinity.clone(),
             network_shaper: self.network_shaper.clone(),
@@ -1168,25 +1168,23 @@ impl Clone for VirtualMachineConfigInfo {
             ft_info: self.ft_info.clone(),
             rep_config: self.rep_config.clone(),
             vapp_config: self.vapp_config.clone(),
-            vasserts_enabled: self.vasserts_enabled.clone(),
-            change_tracking_enabled: self.change_tracking_enabled.clone(),
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
             firmware: self.firmware.clone(),
-            max_mks_connections: self.max_mks_connections.clone(),
-            guest_auto_lock_enabled: self.guest_auto_lock_enabled.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
             managed_by: self.managed_by.clone(),
-            memory_reservation_locked_to_max: self
-                .memory_reservation_locked_to_max
-                .clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
             initial_overhead: self.initial_overhead.clone(),
-            nested_hv_enabled: self.nested_hv_enabled.clone(),
-            vpmc_enabled: self.vpmc_enabled.clone(),
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
             scheduled_hardware_upgrade_info: self
                 .scheduled_hardware_upgrade_info
                 .clone(),
             fork_config_info: self.fork_config_info.clone(),
-            vflash_cache_reservation: self.vflash_cache_reservation.clone(),
+            vflash_cache_reservation: self.vflash_cache_reservation,
             vmx_config_checksum: self.vmx_config_checksum.clone(),
-            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled.clone(),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
             vm_storage_object_id: self.vm_storage_object_id.clone(),
             swap_storage_object_id: self.swap_storage_object_id.clone(),
             key_id: self.key_id.clone(),
@@ -1196,25 +1194,21 @@ impl Clone for VirtualMachineConfigInfo {
             content_lib_item_info: self.content_lib_item_info.clone(),
             ft_encryption_mode: self.ft_encryption_mode.clone(),
             guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
-            sev_enabled: self.sev_enabled.clone(),
+            sev_enabled: self.sev_enabled,
             numa_info: self.numa_info.clone(),
-            pmem_failover_enabled: self.pmem_failover_enabled.clone(),
-            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled.clone(),
-            vm_op_notification_to_app_enabled: self
-                .vm_op_notification_to_app_enabled
-                .clone(),
-            vm_op_notification_timeout: self.vm_op_notification_timeout.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
             device_swap: self.device_swap.clone(),
             pmem: self.pmem.clone(),
             device_groups: self.device_groups.clone(),
-            fixed_passthru_hot_plug_enabled: self
-                .fixed_passthru_hot_plug_enabled
-                .clone(),
-            metro_ft_enabled: self.metro_ft_enabled.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
             vmx_runtime_config: x::clone_vec(&self.vmx_runtime_config),
             metro_ft_host_group: self.metro_ft_host_group.clone(),
-            tdx_enabled: self.tdx_enabled.clone(),
-            sev_snp_enabled: self.sev_snp_enabled.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
             guest_architecture: self.guest_architecture.clone(),
         }
     }
@@ -1642,7 +1636,7 @@ impl Clone for VirtualMachineConfigOption {
             version: self.version.clone(),
             description: self.description.clone(),
             guest_os_descriptor: x::clone_vec(&self.guest_os_descriptor),
-            guest_os_default_index: self.guest_os_default_index.clone(),
+            guest_os_default_index: self.guest_os_default_index,
             hardware_options: self.hardware_options.clone(),
             capabilities: self.capabilities.clone(),
             datastore: self.datastore.clone(),
@@ -1735,10 +1729,10 @@ impl Clone for VirtualMachineConfigOptionDescriptor {
             key: self.key.clone(),
             description: self.description.clone(),
             host: x::clone_vec(&self.host),
-            create_supported: self.create_supported.clone(),
-            default_config_option: self.default_config_option.clone(),
-            run_supported: self.run_supported.clone(),
-            upgrade_supported: self.upgrade_supported.clone(),
+            create_supported: self.create_supported,
+            default_config_option: self.default_config_option,
+            run_supported: self.run_supported,
+            upgrade_supported: self.upgrade_supported,
         }
     }
 }
@@ -1991,10 +1985,10 @@ impl Clone for VirtualMachineConfigSpec {
             npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
             npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
             npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
-            npiv_desired_node_wwns: self.npiv_desired_node_wwns.clone(),
-            npiv_desired_port_wwns: self.npiv_desired_port_wwns.clone(),
-            npiv_temporary_disabled: self.npiv_temporary_disabled.clone(),
-            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
             npiv_world_wide_name_op: self.npiv_world_wide_name_op.clone(),
             location_id: self.location_id.clone(),
             guest_id: self.guest_id.clone(),
@@ -2005,16 +1999,16 @@ impl Clone for VirtualMachineConfigSpec {
             flags: self.flags.clone(),
             console_preferences: self.console_preferences.clone(),
             power_op_info: self.power_op_info.clone(),
-            reboot_power_off: self.reboot_power_off.clone(),
-            num_cpus: self.num_cpus.clone(),
+            reboot_power_off: self.reboot_power_off,
+            num_cpus: self.num_cpus,
             vcpu_config: x::clone_vec(&self.vcpu_config),
-            num_cores_per_socket: self.num_cores_per_socket.clone(),
-            memory_mb: self.memory_mb.clone(),
-            memory_hot_add_enabled: self.memory_hot_add_enabled.clone(),
-            cpu_hot_add_enabled: self.cpu_hot_add_enabled.clone(),
-            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled.clone(),
-            virtual_ich7_m_present: self.virtual_ich7_m_present.clone(),
-            virtual_smc_present: self.virtual_smc_present.clone(),
+            num_cores_per_socket: self.num_cores_per_socket,
+            memory_mb: self.memory_mb,
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            virtual_ich7_m_present: self.virtual_ich7_m_present,
+            virtual_smc_present: self.virtual_smc_present,
             device_change: x::clone_vec(&self.device_change),
             cpu_allocation: self.cpu_allocation.clone(),
             memory_allocation: self.memory_allocation.clone(),
@@ -2029,48 +2023,42 @@ impl Clone for VirtualMachineConfigSpec {
             vapp_config: self.vapp_config.clone(),
             ft_info: self.ft_info.clone(),
             rep_config: self.rep_config.clone(),
-            vapp_config_removed: self.vapp_config_removed.clone(),
-            vasserts_enabled: self.vasserts_enabled.clone(),
-            change_tracking_enabled: self.change_tracking_enabled.clone(),
+            vapp_config_removed: self.vapp_config_removed,
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
             firmware: self.firmware.clone(),
-            max_mks_connections: self.max_mks_connections.clone(),
-            guest_auto_lock_enabled: self.guest_auto_lock_enabled.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
             managed_by: self.managed_by.clone(),
-            memory_reservation_locked_to_max: self
-                .memory_reservation_locked_to_max
-                .clone(),
-            nested_hv_enabled: self.nested_hv_enabled.clone(),
-            vpmc_enabled: self.vpmc_enabled.clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
             scheduled_hardware_upgrade_info: self
                 .scheduled_hardware_upgrade_info
                 .clone(),
             vm_profile: x::clone_vec(&self.vm_profile),
-            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled.clone(),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
             crypto: self.crypto.clone(),
             migrate_encryption: self.migrate_encryption.clone(),
             sgx_info: self.sgx_info.clone(),
             ft_encryption_mode: self.ft_encryption_mode.clone(),
             guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
-            sev_enabled: self.sev_enabled.clone(),
+            sev_enabled: self.sev_enabled,
             virtual_numa: self.virtual_numa.clone(),
             motherboard_layout: self.motherboard_layout.clone(),
-            pmem_failover_enabled: self.pmem_failover_enabled.clone(),
-            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled.clone(),
-            vm_op_notification_to_app_enabled: self
-                .vm_op_notification_to_app_enabled
-                .clone(),
-            vm_op_notification_timeout: self.vm_op_notification_timeout.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
             device_swap: self.device_swap.clone(),
-            simultaneous_threads: self.simultaneous_threads.clone(),
+            simultaneous_threads: self.simultaneous_threads,
             pmem: self.pmem.clone(),
             device_groups: self.device_groups.clone(),
-            fixed_passthru_hot_plug_enabled: self
-                .fixed_passthru_hot_plug_enabled
-                .clone(),
-            metro_ft_enabled: self.metro_ft_enabled.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
             metro_ft_host_group: self.metro_ft_host_group.clone(),
-            tdx_enabled: self.tdx_enabled.clone(),
-            sev_snp_enabled: self.sev_snp_enabled.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
             tag_specs: x::clone_vec(&self.tag_specs),
             vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
         }
@@ -2706,10 +2694,10 @@ impl Clone for VirtualMachineDatastoreInfo {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
             datastore: self.datastore.clone(),
             capability: self.capability.clone(),
-            max_file_size: self.max_file_size.clone(),
-            max_virtual_disk_capacity: self.max_virtual_disk_capacity.clone(),
-            max_physical_rdm_file_size: self.max_physical_rdm_file_size.clone(),
-            max_virtual_rdm_file_size: self.max_virtual_rdm_file_size.clone(),
+            max_file_size: self.max_file_size,
+            max_virtual_disk_capacity: self.max_virtual_disk_capacity,
+            max_physical_rdm_file_size: self.max_physical_rdm_file_size,
+            max_virtual_rdm_file_size: self.max_virtual_rdm_file_size,
             mode: self.mode.clone(),
             vstorage_support: self.vstorage_support.clone(),
             supported_vdisk_formats: x::clone_vec(&self.supported_vdisk_formats),
@@ -2780,4 +2768,39 @@ impl x::Fields for VirtualMachineDatastoreInfo {
 impl x::ArrayItem for VirtualMachineDatastoreInfo {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreInfo";
     const ITEM_TAG: &'static str = "VirtualMachineDatastoreInfo";
+}
+/// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDatastoreVolumeOption {
+    /// `fileSystemType`.
+    pub file_system_type: String,
+    /// `majorVersion`.
+    pub major_version: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
+    const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
+}
+impl x::Structure for VirtualMachineDatastoreVolumeOption {}
+impl x::Fields for VirtualMachineDatastoreVolumeOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileSystemType" => r.read(&mut self.file_system_type),
+            "majorVersion" => r.read_opt(&mut self.major_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileSystemType", &self.file_system_type);
+        w.write_opt("majorVersion", &self.major_version);
+    }
+}
+impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
+    const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
 }

@@ -5,41 +5,6 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineDatastoreVolumeOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDatastoreVolumeOption {
-    /// `fileSystemType`.
-    pub file_system_type: String,
-    /// `majorVersion`.
-    pub major_version: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineDatastoreVolumeOption {
-    const TYPE_NAME: &'static str = "VirtualMachineDatastoreVolumeOption";
-}
-impl x::Structure for VirtualMachineDatastoreVolumeOption {}
-impl x::Fields for VirtualMachineDatastoreVolumeOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileSystemType" => r.read(&mut self.file_system_type),
-            "majorVersion" => r.read_opt(&mut self.major_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileSystemType", &self.file_system_type);
-        w.write_opt("majorVersion", &self.major_version);
-    }
-}
-impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
-    const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
-}
 /// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineDefaultPowerOpInfo {
@@ -248,7 +213,7 @@ impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeS
 impl Clone for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
     fn clone(&self) -> Self {
         Self {
-            vm_direct_path_gen2_active: self.vm_direct_path_gen2_active.clone(),
+            vm_direct_path_gen2_active: self.vm_direct_path_gen2_active,
             vm_direct_path_gen2_inactive_reason_vm: x::clone_vec(
                 &self.vm_direct_path_gen2_inactive_reason_vm,
             ),
@@ -258,7 +223,7 @@ impl Clone for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
             vm_direct_path_gen2_inactive_reason_extended: self
                 .vm_direct_path_gen2_inactive_reason_extended
                 .clone(),
-            uptv2_active: self.uptv2_active.clone(),
+            uptv2_active: self.uptv2_active,
             uptv2_inactive_reason_vm: x::clone_vec(&self.uptv2_inactive_reason_vm),
             uptv2_inactive_reason_other: x::clone_vec(&self.uptv2_inactive_reason_other),
             reservation_status: self.reservation_status.clone(),
@@ -363,7 +328,7 @@ impl Clone for VirtualMachineDiskDeviceInfo {
     fn clone(&self) -> Self {
         Self {
             virtual_machine_target_info: self.virtual_machine_target_info.clone(),
-            capacity: self.capacity.clone(),
+            capacity: self.capacity,
             vm: x::clone_vec(&self.vm),
         }
     }
@@ -481,7 +446,7 @@ impl Clone for VirtualMachineDvxClassInfo {
         Self {
             device_class: self.device_class.clone(),
             vendor_name: self.vendor_name.clone(),
-            sriov_nic: self.sriov_nic.clone(),
+            sriov_nic: self.sriov_nic,
             config_params: x::clone_vec(&self.config_params),
         }
     }
@@ -770,7 +735,7 @@ impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
 impl Clone for VirtualMachineFileLayoutDiskLayout {
     fn clone(&self) -> Self {
         Self {
-            key: self.key.clone(),
+            key: self.key,
             disk_file: x::clone_vec(&self.disk_file),
         }
     }
@@ -866,7 +831,7 @@ impl x::Structure for VirtualMachineFileLayoutExDiskLayout {}
 impl Clone for VirtualMachineFileLayoutExDiskLayout {
     fn clone(&self) -> Self {
         Self {
-            key: self.key.clone(),
+            key: self.key,
             virtual_disk_format: self.virtual_disk_format.clone(),
             chain: x::clone_vec(&self.chain),
         }
@@ -1018,8 +983,8 @@ impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
     fn clone(&self) -> Self {
         Self {
             key: self.key.clone(),
-            data_key: self.data_key.clone(),
-            memory_key: self.memory_key.clone(),
+            data_key: self.data_key,
+            memory_key: self.memory_key,
             disk: x::clone_vec(&self.disk),
         }
     }
@@ -1380,7 +1345,7 @@ impl x::Structure for VirtualMachineGuestRebootStatus {}
 impl Clone for VirtualMachineGuestRebootStatus {
     fn clone(&self) -> Self {
         Self {
-            reboot_requested: self.reboot_requested.clone(),
+            reboot_requested: self.reboot_requested,
             requesting_components: x::clone_vec(&self.requesting_components),
             request_timestamp: self.request_timestamp.clone(),
         }
@@ -2428,7 +2393,7 @@ impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
 impl Clone for VirtualMachineProfileDetailsDiskProfileDetails {
     fn clone(&self) -> Self {
         Self {
-            disk_id: self.disk_id.clone(),
+            disk_id: self.disk_id,
             profile: x::clone_vec(&self.profile),
         }
     }
@@ -2657,29 +2622,29 @@ impl x::Structure for VirtualMachineQuickStats {}
 impl Clone for VirtualMachineQuickStats {
     fn clone(&self) -> Self {
         Self {
-            overall_cpu_usage: self.overall_cpu_usage.clone(),
-            overall_cpu_demand: self.overall_cpu_demand.clone(),
-            overall_cpu_readiness: self.overall_cpu_readiness.clone(),
-            guest_memory_usage: self.guest_memory_usage.clone(),
-            host_memory_usage: self.host_memory_usage.clone(),
+            overall_cpu_usage: self.overall_cpu_usage,
+            overall_cpu_demand: self.overall_cpu_demand,
+            overall_cpu_readiness: self.overall_cpu_readiness,
+            guest_memory_usage: self.guest_memory_usage,
+            host_memory_usage: self.host_memory_usage,
             guest_heartbeat_status: self.guest_heartbeat_status.clone(),
-            distributed_cpu_entitlement: self.distributed_cpu_entitlement.clone(),
-            distributed_memory_entitlement: self.distributed_memory_entitlement.clone(),
-            static_cpu_entitlement: self.static_cpu_entitlement.clone(),
-            static_memory_entitlement: self.static_memory_entitlement.clone(),
-            granted_memory: self.granted_memory.clone(),
-            private_memory: self.private_memory.clone(),
-            shared_memory: self.shared_memory.clone(),
-            swapped_memory: self.swapped_memory.clone(),
-            ballooned_memory: self.ballooned_memory.clone(),
-            consumed_overhead_memory: self.consumed_overhead_memory.clone(),
-            ft_log_bandwidth: self.ft_log_bandwidth.clone(),
-            ft_secondary_latency: self.ft_secondary_latency.clone(),
+            distributed_cpu_entitlement: self.distributed_cpu_entitlement,
+            distributed_memory_entitlement: self.distributed_memory_entitlement,
+            static_cpu_entitlement: self.static_cpu_entitlement,
+            static_memory_entitlement: self.static_memory_entitlement,
+            granted_memory: self.granted_memory,
+            private_memory: self.private_memory,
+            shared_memory: self.shared_memory,
+            swapped_memory: self.swapped_memory,
+            ballooned_memory: self.ballooned_memory,
+            consumed_overhead_memory: self.consumed_overhead_memory,
+            ft_log_bandwidth: self.ft_log_bandwidth,
+            ft_secondary_latency: self.ft_secondary_latency,
             ft_latency_status: self.ft_latency_status.clone(),
-            compressed_memory: self.compressed_memory.clone(),
-            uptime_seconds: self.uptime_seconds.clone(),
-            ssd_swapped_memory: self.ssd_swapped_memory.clone(),
-            active_memory: self.active_memory.clone(),
+            compressed_memory: self.compressed_memory,
+            uptime_seconds: self.uptime_seconds,
+            ssd_swapped_memory: self.ssd_swapped_memory,
+            active_memory: self.active_memory,
             memory_tier_stats: x::clone_vec(&self.memory_tier_stats),
         }
     }
@@ -2928,7 +2893,7 @@ impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
 impl Clone for VirtualMachineRelocateSpecDiskLocator {
     fn clone(&self) -> Self {
         Self {
-            disk_id: self.disk_id.clone(),
+            disk_id: self.disk_id,
             datastore: self.datastore.clone(),
             disk_move_type: self.disk_move_type.clone(),
             disk_backing_info: self.disk_backing_info.clone(),

@@ -1629,9 +1629,9 @@ impl Clone for VirtualSCSIControllerOption {
             num_scsi_cdroms: self.num_scsi_cdroms.clone(),
             num_scsi_passthrough: self.num_scsi_passthrough.clone(),
             sharing: x::clone_vec(&self.sharing),
-            default_shared_index: self.default_shared_index.clone(),
+            default_shared_index: self.default_shared_index,
             hot_add_remove: self.hot_add_remove.clone(),
-            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number.clone(),
+            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number,
         }
     }
 }

@@ -31,9 +31,9 @@ impl Clone for VirtualUSB {
     fn clone(&self) -> Self {
         Self {
             virtual_device: self.virtual_device.clone(),
-            connected: self.connected.clone(),
-            vendor: self.vendor.clone(),
-            product: self.product.clone(),
+            connected: self.connected,
+            vendor: self.vendor,
+            product: self.product,
             family: x::clone_vec(&self.family),
             speed: x::clone_vec(&self.speed),
         }

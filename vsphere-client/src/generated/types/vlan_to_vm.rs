@@ -892,7 +892,7 @@ impl Clone for VmConfigFileQueryFilter {
     fn clone(&self) -> Self {
         Self {
             match_config_version: x::clone_vec(&self.match_config_version),
-            encrypted: self.encrypted.clone(),
+            encrypted: self.encrypted,
         }
     }
 }
@@ -1071,8 +1071,8 @@ impl Clone for VmConfigInfo {
             eula: x::clone_vec(&self.eula),
             ovf_section: x::clone_vec(&self.ovf_section),
             ovf_environment_transport: x::clone_vec(&self.ovf_environment_transport),
-            install_boot_required: self.install_boot_required.clone(),
-            install_boot_stop_delay: self.install_boot_stop_delay.clone(),
+            install_boot_required: self.install_boot_required,
+            install_boot_stop_delay: self.install_boot_stop_delay,
         }
     }
 }
@@ -1180,8 +1180,8 @@ impl Clone for VmConfigSpec {
             eula: x::clone_vec(&self.eula),
             ovf_section: x::clone_vec(&self.ovf_section),
             ovf_environment_transport: x::clone_vec(&self.ovf_environment_transport),
-            install_boot_required: self.install_boot_required.clone(),
-            install_boot_stop_delay: self.install_boot_stop_delay.clone(),
+            install_boot_required: self.install_boot_required,
+            install_boot_stop_delay: self.install_boot_stop_delay,
         }
     }
 }
@@ -1821,11 +1821,11 @@ impl Clone for VmDiskFileInfo {
         Self {
             file_info: self.file_info.clone(),
             disk_type: self.disk_type.clone(),
-            capacity_kb: self.capacity_kb.clone(),
-            hardware_version: self.hardware_version.clone(),
+            capacity_kb: self.capacity_kb,
+            hardware_version: self.hardware_version,
             controller_type: self.controller_type.clone(),
             disk_extents: x::clone_vec(&self.disk_extents),
-            thin: self.thin.clone(),
+            thin: self.thin,
             encryption: self.encryption.clone(),
             sector_format: self.sector_format.clone(),
         }
@@ -1939,8 +1939,8 @@ impl Clone for VmDiskFileQueryFilter {
             disk_type: x::clone_vec(&self.disk_type),
             match_hardware_version: x::clone_vec(&self.match_hardware_version),
             controller_type: x::clone_vec(&self.controller_type),
-            thin: self.thin.clone(),
-            encrypted: self.encrypted.clone(),
+            thin: self.thin,
+            encrypted: self.encrypted,
         }
     }
 }

@@ -261,7 +261,7 @@ impl Clone for VmWwnConflictEvent {
             vm_event: self.vm_event.clone(),
             conflicted_vms: x::clone_vec(&self.conflicted_vms),
             conflicted_hosts: x::clone_vec(&self.conflicted_hosts),
-            wwn: self.wwn.clone(),
+            wwn: self.wwn,
         }
     }
 }
@@ -403,13 +403,13 @@ impl x::Structure for VmfsConfigOption {}
 impl Clone for VmfsConfigOption {
     fn clone(&self) -> Self {
         Self {
-            block_size_option: self.block_size_option.clone(),
+            block_size_option: self.block_size_option,
             unmap_granularity_option: x::clone_vec(&self.unmap_granularity_option),
             unmap_bandwidth_fixed_value: self.unmap_bandwidth_fixed_value.clone(),
             unmap_bandwidth_dynamic_min: self.unmap_bandwidth_dynamic_min.clone(),
             unmap_bandwidth_dynamic_max: self.unmap_bandwidth_dynamic_max.clone(),
-            unmap_bandwidth_increment: self.unmap_bandwidth_increment.clone(),
-            unmap_bandwidth_ultra_low: self.unmap_bandwidth_ultra_low.clone(),
+            unmap_bandwidth_increment: self.unmap_bandwidth_increment,
+            unmap_bandwidth_ultra_low: self.unmap_bandwidth_ultra_low,
         }
     }
 }

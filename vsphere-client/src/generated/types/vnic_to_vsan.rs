@@ -786,10 +786,10 @@ impl x::Structure for VsanHostConfigInfoStorageInfo {}
 impl Clone for VsanHostConfigInfoStorageInfo {
     fn clone(&self) -> Self {
         Self {
-            auto_claim_storage: self.auto_claim_storage.clone(),
+            auto_claim_storage: self.auto_claim_storage,
             disk_mapping: x::clone_vec(&self.disk_mapping),
             disk_map_info: x::clone_vec(&self.disk_map_info),
-            checksum_enabled: self.checksum_enabled.clone(),
+            checksum_enabled: self.checksum_enabled,
         }
     }
 }
@@ -1128,7 +1128,7 @@ impl Clone for VsanHostRuntimeInfo {
         Self {
             membership_list: x::clone_vec(&self.membership_list),
             disk_issues: x::clone_vec(&self.disk_issues),
-            access_gen_no: self.access_gen_no.clone(),
+            access_gen_no: self.access_gen_no,
         }
     }
 }
@@ -2151,11 +2151,11 @@ impl x::Structure for VsanUpgradeSystemUpgradeStatus {}
 impl Clone for VsanUpgradeSystemUpgradeStatus {
     fn clone(&self) -> Self {
         Self {
-            in_progress: self.in_progress.clone(),
+            in_progress: self.in_progress,
             history: x::clone_vec(&self.history),
-            aborted: self.aborted.clone(),
-            completed: self.completed.clone(),
-            progress: self.progress.clone(),
+            aborted: self.aborted,
+            completed: self.completed,
+            progress: self.progress,
         }
     }
 }

@@ -28,7 +28,7 @@ impl Clone for VslmCloneSpec {
         Self {
             vslm_migrate_spec: self.vslm_migrate_spec.clone(),
             name: self.name.clone(),
-            keep_after_delete_vm: self.keep_after_delete_vm.clone(),
+            keep_after_delete_vm: self.keep_after_delete_vm,
             metadata: x::clone_vec(&self.metadata),
         }
     }
@@ -99,9 +99,9 @@ impl Clone for VslmCreateSpec {
         Self {
             id: self.id.clone(),
             name: self.name.clone(),
-            keep_after_delete_vm: self.keep_after_delete_vm.clone(),
+            keep_after_delete_vm: self.keep_after_delete_vm,
             backing_spec: self.backing_spec.clone(),
-            capacity_in_mb: self.capacity_in_mb.clone(),
+            capacity_in_mb: self.capacity_in_mb,
             profile: x::clone_vec(&self.profile),
             crypto: self.crypto.clone(),
             metadata: x::clone_vec(&self.metadata),
@@ -305,7 +305,7 @@ impl Clone for VslmMigrateSpec {
         Self {
             backing_spec: self.backing_spec.clone(),
             profile: x::clone_vec(&self.profile),
-            consolidate: self.consolidate.clone(),
+            consolidate: self.consolidate,
             disks_crypto: self.disks_crypto.clone(),
             service: self.service.clone(),
         }

@@ -259,8 +259,8 @@ impl Clone for VStorageObjectConfigInfo {
     fn clone(&self) -> Self {
         Self {
             base_config_info: self.base_config_info.clone(),
-            descriptor_version: self.descriptor_version.clone(),
-            capacity_in_mb: self.capacity_in_mb.clone(),
+            descriptor_version: self.descriptor_version,
+            capacity_in_mb: self.capacity_in_mb,
             consumption_type: x::clone_vec(&self.consumption_type),
             consumer_id: x::clone_vec(&self.consumer_id),
             virtual_disk_format: self.virtual_disk_format.clone(),
@@ -472,13 +472,11 @@ impl Clone for VStorageObjectReconcileResultReconcileDetail {
         Self {
             host_name: self.host_name.clone(),
             reconcile_report_path: self.reconcile_report_path.clone(),
-            is_reconciled: self.is_reconciled.clone(),
-            is_deep_scanned: self.is_deep_scanned.clone(),
-            number_of_reconcile_issues: self.number_of_reconcile_issues.clone(),
-            number_of_fcds_before_reconcile: self
-                .number_of_fcds_before_reconcile
-                .clone(),
-            number_of_fcds_after_reconcile: self.number_of_fcds_after_reconcile.clone(),
+            is_reconciled: self.is_reconciled,
+            is_deep_scanned: self.is_deep_scanned,
+            number_of_reconcile_issues: self.number_of_reconcile_issues,
+            number_of_fcds_before_reconcile: self.number_of_fcds_before_reconcile,
+            number_of_fcds_after_reconcile: self.number_of_fcds_after_reconcile,
             invalid_disk_paths: x::clone_vec(&self.invalid_disk_paths),
         }
     }
@@ -566,9 +564,9 @@ impl Clone for VStorageObjectReconcileSpec {
             datastore: self.datastore.clone(),
             include_disk_paths: x::clone_vec(&self.include_disk_paths),
             exclude_disk_paths: x::clone_vec(&self.exclude_disk_paths),
-            deep_scan: self.deep_scan.clone(),
-            dry_run: self.dry_run.clone(),
-            generate_report: self.generate_report.clone(),
+            deep_scan: self.deep_scan,
+            dry_run: self.dry_run,
+            generate_report: self.generate_report,
         }
     }
 }
@@ -931,8 +929,8 @@ impl Clone for VasaProviderContainerSpec {
         Self {
             vasa_provider_info: x::clone_vec(&self.vasa_provider_info),
             sc_id: self.sc_id.clone(),
-            deleted: self.deleted.clone(),
-            stretched: self.stretched.clone(),
+            deleted: self.deleted,
+            stretched: self.stretched,
         }
     }
 }

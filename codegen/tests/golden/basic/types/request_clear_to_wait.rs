@@ -180,7 +180,7 @@ impl Clone for DrawTaskRequestType {
             drawing: self.drawing.clone(),
             color: self.color.clone(),
             tags: x::clone_vec(&self.tags),
-            scale: self.scale.clone(),
+            scale: self.scale,
         }
     }
 }
