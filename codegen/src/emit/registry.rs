@@ -335,8 +335,11 @@ fn objects_code(objects: &[(usize, &str, &Variant)]) -> String {
     let type_names = arms(&|name, variant, _| format!("Object::{variant}(_) => {},", lit(name)));
     let debug =
         arms(&|_, variant, _| format!("Object::{variant}(v) => std::fmt::Debug::fmt(&**v, f),"));
-    let clone = arms(&|_, variant, _| {
-        format!("Object::{variant}(v) => Object::{variant}(Box::new((**v).clone())),")
+    // A typed array's vector is cloned by `x::clone_vec`, as a structure's
+    // repeated field is (see `structs::clone_code`).
+    let clone = arms(&|_, variant, v| match v.array_item {
+        Some(_) => format!("Object::{variant}(v) => Object::{variant}(Box::new(x::clone_vec(v))),"),
+        None => format!("Object::{variant}(v) => Object::{variant}(Box::new((**v).clone())),"),
     });
     let eq = arms(&|_, variant, _| {
         format!("(Object::{variant}(a), Object::{variant}(b)) => **a == **b,")

@@ -117,6 +117,20 @@ pub fn field_decoded(result: Result<(), DecodeError>) -> Result<bool, DecodeErro
     }
 }
 
+/// A copy of a vector, for the `Clone` of generated structures with a
+/// repeated field and of typed arrays: one loop per item type, where
+/// `Vec::clone` (the standard library's `to_vec`) brings a drop guard and
+/// iterator adapters of its own for each (~200 lines of LLVM IR per item type
+/// in a debug build, for ~600 item types). Should an item's `clone` panic,
+/// the items copied so far are dropped with the copy.
+pub fn clone_vec<T: Clone>(items: &[T]) -> Vec<T> {
+    let mut copy = Vec::with_capacity(items.len());
+    for item in items {
+        copy.push(item.clone());
+    }
+    copy
+}
+
 /// Whether a required field holds its default: the version check of a
 /// required field newer than its type (see [`XmlWriter::since`]) sends it
 /// only when it does not.
@@ -144,12 +158,16 @@ fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
     value
 }
 
-/// `Box::<T>::default()`, built in place like it, without its per-type
-/// copies of `Box<MaybeUninit<T>>` and that box's drop glue (three generic
-/// functions for each of the ~3,000 structures decoded boxed, ~185k lines of
-/// LLVM IR in a debug build): the allocation is one non-generic function and
-/// what stays per type is writing the default and taking ownership of it.
-fn default_box<T: Default>() -> Box<T> {
+/// A new structure holding its default, as the `dyn Fields` the reader
+/// decodes into: what [`Decode::decode_boxed`] starts from. Built in place
+/// like `Box::<T>::default()`, without its per-type copies of
+/// `Box<MaybeUninit<T>>` and that box's drop glue; the allocation is one
+/// non-generic function, and the box is handed on (and dropped, on an error)
+/// as `Box<dyn Fields>`, whose drop is one function for every type. What stays
+/// per type is writing the default and the `dyn Fields` vtable, made here
+/// once (see the note on `fields_mut`).
+#[inline(never)]
+fn new_fields<T: Structure>() -> Box<dyn Fields> {
     let ptr = allocate(const { Layout::new::<T>() }).cast::<T>();
     // The default is written straight into the allocation (no copy of `T`
     // through the stack in an optimised build). Should `T::default()` panic,
@@ -159,10 +177,11 @@ fn default_box<T: Default>() -> Box<T> {
     // layout of `T` (or a dangling, aligned pointer when `T` is zero-sized,
     // which is what `Box` itself uses), valid for one write of `T`; once
     // written it holds an initialised `T` that nothing else owns, so `Box`
-    // may take it over and free it with the same layout.
+    // may take it over as `dyn Fields` and free it with the layout its vtable
+    // gives, `T`'s.
     unsafe {
         std::ptr::write(ptr, T::default());
-        Box::from_raw(ptr)
+        Box::from_raw(ptr as *mut dyn Fields)
     }
 }
 
@@ -195,10 +214,16 @@ impl<T: Structure> Decode for T {
     // Decoded where it is kept: decoding on the stack and then moving into
     // the box copied every boxed structure once more (devices, backings,
     // summaries: hundreds of bytes each, a `memcpy` of another size each).
+    // The box goes through the reader as `Box<dyn Fields>` (one drop for
+    // every type on an error): each type's copy of this function is a call
+    // and a pointer cast, not a `Box<T>` to drop on each path.
     fn decode_boxed(r: &mut XmlReader<'_>) -> Result<Box<Self>, DecodeError> {
-        let mut value = default_box::<T>();
-        match r.read_fields(fields_mut(&mut *value), T::TYPE_NAME) {
-            Ok(()) => Ok(value),
+        match r.read_boxed_fields(new_fields::<T>(), T::TYPE_NAME) {
+            #[allow(unsafe_code)]
+            // SAFETY: `read_boxed_fields` gives back the box it was handed,
+            // which `new_fields::<T>` made holding a `T` allocated with `T`'s
+            // layout: the data pointer of the `dyn Fields` is that `T`'s.
+            Ok(value) => Ok(unsafe { Box::from_raw(Box::into_raw(value) as *mut T) }),
             Err(e) => Err(e),
         }
     }
@@ -301,15 +326,15 @@ pub(crate) fn response_element_name(operation: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::default_box;
+    use super::{
+        Decode, DecodeError, DecodeErrorKind, Fields, SchemaType, Structure, XmlReader, XmlWriter,
+    };
 
-    #[derive(Debug, Default, PartialEq)]
-    struct Empty;
-
-    #[derive(Debug, PartialEq)]
+    /// A structure whose default allocates and whose alignment is 16.
+    #[derive(Debug, Clone, PartialEq)]
     struct Aligned {
         text: String,
-        items: Vec<u16>,
+        items: Vec<i32>,
         wide: u128,
     }
 
@@ -323,10 +348,59 @@ mod tests {
         }
     }
 
+    impl Fields for Aligned {
+        fn decode_field(&mut self, r: &mut XmlReader<'_>, name: &str) -> Result<bool, DecodeError> {
+            match name {
+                "text" => r.read(&mut self.text)?,
+                "item" => r.read_push(&mut self.items)?,
+                _ => return Ok(false),
+            }
+            Ok(true)
+        }
+        fn encode_fields(&self, _w: &mut XmlWriter) {}
+    }
+
+    impl SchemaType for Aligned {
+        const TYPE_NAME: &'static str = "Aligned";
+    }
+
+    impl Structure for Aligned {}
+
+    /// A zero-sized structure.
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Empty;
+
+    impl Fields for Empty {
+        fn decode_field(&mut self, _: &mut XmlReader<'_>, _: &str) -> Result<bool, DecodeError> {
+            Ok(false)
+        }
+        fn encode_fields(&self, _w: &mut XmlWriter) {}
+    }
+
+    impl SchemaType for Empty {
+        const TYPE_NAME: &'static str = "Empty";
+    }
+
+    impl Structure for Empty {}
+
+    fn decode_boxed<T: Decode>(xml: &str) -> Result<Box<T>, DecodeError> {
+        let mut r = XmlReader::new(xml.as_bytes(), &crate::generated::REGISTRY);
+        r.root().unwrap();
+        T::decode_boxed(&mut r)
+    }
+
     #[test]
-    fn default_box_holds_the_default_and_frees_like_a_box() {
-        let mut boxed = default_box::<Aligned>();
-        assert_eq!(*boxed, Aligned::default());
+    fn a_boxed_structure_decodes_over_its_default_and_frees_like_a_box() {
+        let mut boxed =
+            decode_boxed::<Aligned>("<a><item>4</item><text>read</text><other/></a>").unwrap();
+        assert_eq!(
+            *boxed,
+            Aligned {
+                text: "read".to_owned(),
+                items: vec![1, 2, 3, 4],
+                wide: u128::MAX,
+            }
+        );
         assert_eq!(
             std::ptr::from_ref(&*boxed).addr() % std::mem::align_of::<Aligned>(),
             0
@@ -334,7 +408,51 @@ mod tests {
         boxed.text.push_str(" and more");
         boxed.items.extend(0..1000);
         drop(boxed);
-        assert_eq!(*default_box::<Empty>(), Empty);
-        assert_eq!(*default_box::<u8>(), 0);
+        // An error half-way drops the half-decoded box (its text already read).
+        let error = decode_boxed::<Aligned>("<a><text>read</text><item>x</item></a>").unwrap_err();
+        assert_eq!(error.kind(), DecodeErrorKind::InvalidValue, "{error}");
+        assert_eq!(*decode_boxed::<Empty>("<e><x/></e>").unwrap(), Empty);
+        assert_eq!(*decode_boxed::<i32>("<n>7</n>").unwrap(), 7);
+    }
+
+    #[test]
+    fn structures_with_repeated_fields_and_typed_arrays_clone_to_equal_values() {
+        use crate::types::{
+            AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState, VirtualMachineDeviceRuntimeInfo,
+            VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState,
+            VirtualMachineRuntimeInfo,
+        };
+        use crate::Value;
+        let card = VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+            vm_direct_path_gen2_inactive_reason_other: vec!["a".to_owned(), "b".to_owned()],
+            ..Default::default()
+        };
+        let devices: Vec<VirtualMachineDeviceRuntimeInfo> = (0..3)
+            .map(|key| VirtualMachineDeviceRuntimeInfo {
+                runtime_state: card.clone().into(),
+                key,
+            })
+            .collect();
+        let info = VirtualMachineRuntimeInfo {
+            device: devices.clone(),
+            ..Default::default()
+        };
+        let copy = info.clone();
+        assert_eq!(copy, info);
+        assert_eq!(copy.device.capacity(), 3);
+        assert!(matches!(
+            &copy.device[2].runtime_state,
+            AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(state)
+                if state.vm_direct_path_gen2_inactive_reason_other == ["a", "b"]
+        ));
+        let array = Value::object(devices);
+        assert_eq!(array.clone(), array);
+        assert_eq!(
+            array
+                .clone()
+                .downcast_ref::<Vec<VirtualMachineDeviceRuntimeInfo>>()
+                .map(Vec::len),
+            Some(3)
+        );
     }
 }

@@ -475,6 +475,20 @@ impl<'a> XmlReader<'a> {
         Ok(())
     }
 
+    /// [`read_fields`](Self::read_fields) into a boxed structure, the box
+    /// given back as it came in (dropped on an error): the non-generic part
+    /// of [`Decode::decode_boxed`] for structures.
+    pub(crate) fn read_boxed_fields(
+        &mut self,
+        mut target: Box<dyn Fields>,
+        type_name: &'static str,
+    ) -> Result<Box<dyn Fields>, DecodeError> {
+        match self.read_fields(&mut *target, type_name) {
+            Ok(()) => Ok(target),
+            Err(e) => Err(e),
+        }
+    }
+
     // The generic helpers below avoid `?` on `Result<T, _>`: each `?` would
     // instantiate `Try` machinery once per decoded type, thousands of times.
 

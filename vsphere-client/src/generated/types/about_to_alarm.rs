@@ -344,7 +344,7 @@ impl x::Fields for ActiveDirectoryProfile {
 /// `ActiveVMsBlockingEVC` (extends `EVCConfigFault`).
 ///
 /// The fields of `EVCConfigFault` are in `evc_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ActiveVMsBlockingEVC {
     /// The fields `ActiveVMsBlockingEVC` inherits from `EVCConfigFault`.
     pub evc_config_fault: EVCConfigFault,
@@ -359,6 +359,16 @@ impl x::SchemaType for ActiveVMsBlockingEVC {
     const TYPE_NAME: &'static str = "ActiveVMsBlockingEVC";
 }
 impl x::Structure for ActiveVMsBlockingEVC {}
+impl Clone for ActiveVMsBlockingEVC {
+    fn clone(&self) -> Self {
+        Self {
+            evc_config_fault: self.evc_config_fault.clone(),
+            evc_mode: self.evc_mode.clone(),
+            host: x::clone_vec(&self.host),
+            host_name: x::clone_vec(&self.host_name),
+        }
+    }
+}
 impl std::ops::Deref for ActiveVMsBlockingEVC {
     type Target = EVCConfigFault;
     #[inline]
@@ -511,7 +521,7 @@ impl x::Fields for AdminPasswordNotChangedEvent {
 /// `AffinityConfigured` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AffinityConfigured {
     /// The fields `AffinityConfigured` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
@@ -522,6 +532,14 @@ impl x::SchemaType for AffinityConfigured {
     const TYPE_NAME: &'static str = "AffinityConfigured";
 }
 impl x::Structure for AffinityConfigured {}
+impl Clone for AffinityConfigured {
+    fn clone(&self) -> Self {
+        Self {
+            migration_fault: self.migration_fault.clone(),
+            configured_affinity: x::clone_vec(&self.configured_affinity),
+        }
+    }
+}
 impl std::ops::Deref for AffinityConfigured {
     type Target = MigrationFault;
     #[inline]
@@ -867,7 +885,7 @@ impl x::Fields for AlarmCreatedEvent {
     }
 }
 /// `AlarmDescription` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AlarmDescription {
     /// `expr`.
     pub expr: Vec<AnyTypeDescription>,
@@ -894,6 +912,26 @@ impl x::SchemaType for AlarmDescription {
     const TYPE_NAME: &'static str = "AlarmDescription";
 }
 impl x::Structure for AlarmDescription {}
+impl Clone for AlarmDescription {
+    fn clone(&self) -> Self {
+        Self {
+            expr: x::clone_vec(&self.expr),
+            state_operator: x::clone_vec(&self.state_operator),
+            metric_operator: x::clone_vec(&self.metric_operator),
+            host_system_connection_state: x::clone_vec(
+                &self.host_system_connection_state,
+            ),
+            virtual_machine_power_state: x::clone_vec(&self.virtual_machine_power_state),
+            datastore_connection_state: x::clone_vec(&self.datastore_connection_state),
+            host_system_power_state: x::clone_vec(&self.host_system_power_state),
+            virtual_machine_guest_heartbeat_status: x::clone_vec(
+                &self.virtual_machine_guest_heartbeat_status,
+            ),
+            entity_status: x::clone_vec(&self.entity_status),
+            action: x::clone_vec(&self.action),
+        }
+    }
+}
 impl x::Fields for AlarmDescription {
     fn decode_field(
         &mut self,
@@ -1152,7 +1190,7 @@ impl x::Fields for AlarmExpression {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `AlarmFilterSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AlarmFilterSpec {
     /// `status`.
     pub status: Vec<ManagedEntityStatus>,
@@ -1165,6 +1203,15 @@ impl x::SchemaType for AlarmFilterSpec {
     const TYPE_NAME: &'static str = "AlarmFilterSpec";
 }
 impl x::Structure for AlarmFilterSpec {}
+impl Clone for AlarmFilterSpec {
+    fn clone(&self) -> Self {
+        Self {
+            status: x::clone_vec(&self.status),
+            type_entity: self.type_entity.clone(),
+            type_trigger: self.type_trigger.clone(),
+        }
+    }
+}
 impl x::Fields for AlarmFilterSpec {
     fn decode_field(
         &mut self,
@@ -1754,7 +1801,7 @@ impl x::Fields for AlarmStatusChangedEvent {
     }
 }
 /// `AlarmTriggeringAction` (extends `AlarmAction`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AlarmTriggeringAction {
     /// `action`.
     pub action: AnyAction,
@@ -1773,6 +1820,18 @@ impl x::SchemaType for AlarmTriggeringAction {
     const TYPE_NAME: &'static str = "AlarmTriggeringAction";
 }
 impl x::Structure for AlarmTriggeringAction {}
+impl Clone for AlarmTriggeringAction {
+    fn clone(&self) -> Self {
+        Self {
+            action: self.action.clone(),
+            transition_specs: x::clone_vec(&self.transition_specs),
+            green2yellow: self.green2yellow,
+            yellow2red: self.yellow2red,
+            red2yellow: self.red2yellow,
+            yellow2green: self.yellow2green,
+        }
+    }
+}
 impl x::Fields for AlarmTriggeringAction {
     fn decode_field(
         &mut self,

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `Capability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct Capability {
     /// `provisioningSupported`.
     pub provisioning_supported: bool,
@@ -45,6 +45,28 @@ impl x::SchemaType for Capability {
     const TYPE_NAME: &'static str = "Capability";
 }
 impl x::Structure for Capability {}
+impl Clone for Capability {
+    fn clone(&self) -> Self {
+        Self {
+            provisioning_supported: self.provisioning_supported,
+            multi_host_supported: self.multi_host_supported,
+            user_shell_access_supported: self.user_shell_access_supported,
+            supported_evc_mode: x::clone_vec(&self.supported_evc_mode),
+            supported_evc_graphics_mode: x::clone_vec(&self.supported_evc_graphics_mode),
+            network_backup_and_restore_supported: self
+                .network_backup_and_restore_supported,
+            ft_drs_without_evc_supported: self.ft_drs_without_evc_supported,
+            hci_workflow_supported: self.hci_workflow_supported,
+            compute_policy_version: self.compute_policy_version,
+            cluster_placement_supported: self.cluster_placement_supported,
+            lifecycle_management_supported: self.lifecycle_management_supported,
+            host_seeding_supported: self.host_seeding_supported,
+            scalable_shares_supported: self.scalable_shares_supported,
+            hadcs_supported: self.hadcs_supported,
+            config_mgmt_supported: self.config_mgmt_supported,
+        }
+    }
+}
 impl x::Fields for Capability {
     fn decode_field(
         &mut self,
@@ -154,7 +176,7 @@ impl x::ArrayItem for ChangesInfoEventArgument {
     const ITEM_TAG: &'static str = "ChangesInfoEventArgument";
 }
 /// `CheckResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CheckResult {
     /// `vm`.
     pub vm: Option<x::ManagedObjectReference>,
@@ -169,6 +191,16 @@ impl x::SchemaType for CheckResult {
     const TYPE_NAME: &'static str = "CheckResult";
 }
 impl x::Structure for CheckResult {}
+impl Clone for CheckResult {
+    fn clone(&self) -> Self {
+        Self {
+            vm: self.vm.clone(),
+            host: self.host.clone(),
+            warning: x::clone_vec(&self.warning),
+            error: x::clone_vec(&self.error),
+        }
+    }
+}
 impl x::Fields for CheckResult {
     fn decode_field(
         &mut self,
@@ -199,7 +231,7 @@ impl x::ArrayItem for CheckResult {
 /// `ChoiceOption` (extends `OptionType`).
 ///
 /// The fields of `OptionType` are in `option_type`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ChoiceOption {
     /// The fields `ChoiceOption` inherits from `OptionType`.
     pub option_type: OptionType,
@@ -212,6 +244,15 @@ impl x::SchemaType for ChoiceOption {
     const TYPE_NAME: &'static str = "ChoiceOption";
 }
 impl x::Structure for ChoiceOption {}
+impl Clone for ChoiceOption {
+    fn clone(&self) -> Self {
+        Self {
+            option_type: self.option_type.clone(),
+            choice_info: x::clone_vec(&self.choice_info),
+            default_index: self.default_index,
+        }
+    }
+}
 impl std::ops::Deref for ChoiceOption {
     type Target = OptionType;
     #[inline]
@@ -392,7 +433,7 @@ impl x::ArrayItem for ClusterActionHistory {
 /// `ClusterAffinityRuleSpec` (extends `ClusterRuleInfo`).
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterAffinityRuleSpec {
     /// The fields `ClusterAffinityRuleSpec` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -403,6 +444,14 @@ impl x::SchemaType for ClusterAffinityRuleSpec {
     const TYPE_NAME: &'static str = "ClusterAffinityRuleSpec";
 }
 impl x::Structure for ClusterAffinityRuleSpec {}
+impl Clone for ClusterAffinityRuleSpec {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_rule_info: self.cluster_rule_info.clone(),
+            vm: x::clone_vec(&self.vm),
+        }
+    }
+}
 impl std::ops::Deref for ClusterAffinityRuleSpec {
     type Target = ClusterRuleInfo;
     #[inline]
@@ -437,7 +486,7 @@ impl x::Fields for ClusterAffinityRuleSpec {
 /// `ClusterAntiAffinityRuleSpec` (extends `ClusterRuleInfo`).
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterAntiAffinityRuleSpec {
     /// The fields `ClusterAntiAffinityRuleSpec` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -448,6 +497,14 @@ impl x::SchemaType for ClusterAntiAffinityRuleSpec {
     const TYPE_NAME: &'static str = "ClusterAntiAffinityRuleSpec";
 }
 impl x::Structure for ClusterAntiAffinityRuleSpec {}
+impl Clone for ClusterAntiAffinityRuleSpec {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_rule_info: self.cluster_rule_info.clone(),
+            vm: x::clone_vec(&self.vm),
+        }
+    }
+}
 impl std::ops::Deref for ClusterAntiAffinityRuleSpec {
     type Target = ClusterRuleInfo;
     #[inline]
@@ -519,7 +576,7 @@ impl x::ArrayItem for ClusterAttemptedVmInfo {
 /// Since vSphere API 8.0.0.1.
 ///
 /// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterClusterInitialPlacementAction {
     /// The fields `ClusterClusterInitialPlacementAction` inherits from `ClusterAction`.
     pub cluster_action: ClusterAction,
@@ -544,6 +601,17 @@ impl x::SchemaType for ClusterClusterInitialPlacementAction {
     const TYPE_NAME: &'static str = "ClusterClusterInitialPlacementAction";
 }
 impl x::Structure for ClusterClusterInitialPlacementAction {}
+impl Clone for ClusterClusterInitialPlacementAction {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_action: self.cluster_action.clone(),
+            target_host: self.target_host.clone(),
+            pool: self.pool.clone(),
+            available_networks: x::clone_vec(&self.available_networks),
+            config_spec: self.config_spec.clone(),
+        }
+    }
+}
 impl std::ops::Deref for ClusterClusterInitialPlacementAction {
     type Target = ClusterAction;
     #[inline]
@@ -636,7 +704,7 @@ impl x::Fields for ClusterComplianceCheckedEvent {
     }
 }
 /// `ClusterComputeResourceClusterConfigResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceClusterConfigResult {
     /// `failedHosts`.
     pub failed_hosts: Vec<FolderFailedHostResult>,
@@ -647,6 +715,14 @@ impl x::SchemaType for ClusterComputeResourceClusterConfigResult {
     const TYPE_NAME: &'static str = "ClusterComputeResourceClusterConfigResult";
 }
 impl x::Structure for ClusterComputeResourceClusterConfigResult {}
+impl Clone for ClusterComputeResourceClusterConfigResult {
+    fn clone(&self) -> Self {
+        Self {
+            failed_hosts: x::clone_vec(&self.failed_hosts),
+            configured_hosts: x::clone_vec(&self.configured_hosts),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceClusterConfigResult {
     fn decode_field(
         &mut self,
@@ -763,7 +839,7 @@ impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
     }
 }
 /// `ClusterComputeResourceDVSSetting` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceDVSSetting {
     /// `dvSwitch`.
     pub dv_switch: x::ManagedObjectReference,
@@ -778,6 +854,15 @@ impl x::SchemaType for ClusterComputeResourceDVSSetting {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDVSSetting";
 }
 impl x::Structure for ClusterComputeResourceDVSSetting {}
+impl Clone for ClusterComputeResourceDVSSetting {
+    fn clone(&self) -> Self {
+        Self {
+            dv_switch: self.dv_switch.clone(),
+            pnic_devices: x::clone_vec(&self.pnic_devices),
+            dv_portgroup_setting: x::clone_vec(&self.dv_portgroup_setting),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceDVSSetting {
     fn decode_field(
         &mut self,
@@ -839,7 +924,7 @@ impl x::ArrayItem for ClusterComputeResourceDVSSettingDVPortgroupToServiceMappin
     const ITEM_TAG: &'static str = "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping";
 }
 /// `ClusterComputeResourceDvsProfile` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceDvsProfile {
     /// `dvsName`.
     pub dvs_name: Option<String>,
@@ -856,6 +941,16 @@ impl x::SchemaType for ClusterComputeResourceDvsProfile {
     const TYPE_NAME: &'static str = "ClusterComputeResourceDvsProfile";
 }
 impl x::Structure for ClusterComputeResourceDvsProfile {}
+impl Clone for ClusterComputeResourceDvsProfile {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_name: self.dvs_name.clone(),
+            dv_switch: self.dv_switch.clone(),
+            pnic_devices: x::clone_vec(&self.pnic_devices),
+            dv_portgroup_mapping: x::clone_vec(&self.dv_portgroup_mapping),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceDvsProfile {
     fn decode_field(
         &mut self,
@@ -923,7 +1018,7 @@ impl x::ArrayItem for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMa
     const ITEM_TAG: &'static str = "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping";
 }
 /// `ClusterComputeResourceHCIConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceHCIConfigInfo {
     /// `workflowState`.
     pub workflow_state: String,
@@ -938,6 +1033,16 @@ impl x::SchemaType for ClusterComputeResourceHCIConfigInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHCIConfigInfo";
 }
 impl x::Structure for ClusterComputeResourceHCIConfigInfo {}
+impl Clone for ClusterComputeResourceHCIConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            workflow_state: self.workflow_state.clone(),
+            dvs_setting: x::clone_vec(&self.dvs_setting),
+            configured_hosts: x::clone_vec(&self.configured_hosts),
+            host_config_profile: self.host_config_profile.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceHCIConfigInfo {
     fn decode_field(
         &mut self,
@@ -962,7 +1067,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigInfo {
     }
 }
 /// `ClusterComputeResourceHCIConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceHCIConfigSpec {
     /// `dvsProf`.
     pub dvs_prof: Vec<ClusterComputeResourceDvsProfile>,
@@ -977,6 +1082,16 @@ impl x::SchemaType for ClusterComputeResourceHCIConfigSpec {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHCIConfigSpec";
 }
 impl x::Structure for ClusterComputeResourceHCIConfigSpec {}
+impl Clone for ClusterComputeResourceHCIConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_prof: x::clone_vec(&self.dvs_prof),
+            host_config_profile: self.host_config_profile.clone(),
+            vsan_config_spec: self.vsan_config_spec.clone(),
+            vc_prof: self.vc_prof.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceHCIConfigSpec {
     fn decode_field(
         &mut self,
@@ -1001,7 +1116,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
     }
 }
 /// `ClusterComputeResourceHostConfigurationInput` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceHostConfigurationInput {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -1014,6 +1129,15 @@ impl x::SchemaType for ClusterComputeResourceHostConfigurationInput {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostConfigurationInput";
 }
 impl x::Structure for ClusterComputeResourceHostConfigurationInput {}
+impl Clone for ClusterComputeResourceHostConfigurationInput {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            host_vmk_nics: x::clone_vec(&self.host_vmk_nics),
+            allowed_in_non_maintenance_mode: self.allowed_in_non_maintenance_mode,
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceHostConfigurationInput {
     fn decode_field(
         &mut self,
@@ -1148,7 +1272,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
 /// `ClusterComputeResourceHostEvacuationInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceHostEvacuationInfo {
     /// `host`.
     ///
@@ -1163,6 +1287,14 @@ impl x::SchemaType for ClusterComputeResourceHostEvacuationInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceHostEvacuationInfo";
 }
 impl x::Structure for ClusterComputeResourceHostEvacuationInfo {}
+impl Clone for ClusterComputeResourceHostEvacuationInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            action: x::clone_vec(&self.action),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceHostEvacuationInfo {
     fn decode_field(
         &mut self,
@@ -1225,7 +1357,7 @@ impl x::ArrayItem for ClusterComputeResourceHostVmkNicInfo {
 /// `ClusterComputeResourceMaintenanceInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceMaintenanceInfo {
     /// `partialMMId`.
     ///
@@ -1240,6 +1372,14 @@ impl x::SchemaType for ClusterComputeResourceMaintenanceInfo {
     const TYPE_NAME: &'static str = "ClusterComputeResourceMaintenanceInfo";
 }
 impl x::Structure for ClusterComputeResourceMaintenanceInfo {}
+impl Clone for ClusterComputeResourceMaintenanceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            partial_mm_id: self.partial_mm_id.clone(),
+            host_evac_info: x::clone_vec(&self.host_evac_info),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceMaintenanceInfo {
     fn decode_field(
         &mut self,
@@ -1263,7 +1403,7 @@ impl x::Fields for ClusterComputeResourceMaintenanceInfo {
 /// `ClusterComputeResourceSummary` (extends `ComputeResourceSummary`).
 ///
 /// The fields of `ComputeResourceSummary` are in `compute_resource_summary`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceSummary {
     /// The fields `ClusterComputeResourceSummary` inherits from `ComputeResourceSummary`.
     pub compute_resource_summary: ComputeResourceSummary,
@@ -1300,6 +1440,31 @@ impl x::SchemaType for ClusterComputeResourceSummary {
     const TYPE_NAME: &'static str = "ClusterComputeResourceSummary";
 }
 impl x::Structure for ClusterComputeResourceSummary {}
+impl Clone for ClusterComputeResourceSummary {
+    fn clone(&self) -> Self {
+        Self {
+            compute_resource_summary: self.compute_resource_summary.clone(),
+            current_failover_level: self.current_failover_level,
+            admission_control_info: self.admission_control_info.clone(),
+            num_vmotions: self.num_vmotions,
+            target_balance: self.target_balance,
+            current_balance: self.current_balance,
+            drs_score: self.drs_score,
+            num_vms_per_drs_score_bucket: x::clone_vec(
+                &self.num_vms_per_drs_score_bucket,
+            ),
+            usage_summary: self.usage_summary.clone(),
+            current_evc_mode_key: self.current_evc_mode_key.clone(),
+            current_evc_graphics_mode_key: self.current_evc_graphics_mode_key.clone(),
+            das_data: self.das_data.clone(),
+            cluster_maintenance_mode_status: self
+                .cluster_maintenance_mode_status
+                .clone(),
+            vcs_health_status: self.vcs_health_status.clone(),
+            vcs_slots: x::clone_vec(&self.vcs_slots),
+        }
+    }
+}
 impl std::ops::Deref for ClusterComputeResourceSummary {
     type Target = ComputeResourceSummary;
     #[inline]
@@ -1410,7 +1575,7 @@ impl x::Fields for ClusterComputeResourceVCProfile {
 /// `ClusterComputeResourceValidationResultBase` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterComputeResourceValidationResultBase`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceValidationResultBase {
     /// `info`.
     pub info: Vec<LocalizableMessage>,
@@ -1419,6 +1584,13 @@ impl x::SchemaType for ClusterComputeResourceValidationResultBase {
     const TYPE_NAME: &'static str = "ClusterComputeResourceValidationResultBase";
 }
 impl x::Structure for ClusterComputeResourceValidationResultBase {}
+impl Clone for ClusterComputeResourceValidationResultBase {
+    fn clone(&self) -> Self {
+        Self {
+            info: x::clone_vec(&self.info),
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceValidationResultBase {
     fn decode_field(
         &mut self,
@@ -1437,7 +1609,7 @@ impl x::Fields for ClusterComputeResourceValidationResultBase {
     }
 }
 /// `ClusterComputeResourceVcsSlots` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterComputeResourceVcsSlots {
     /// `systemId`.
     pub system_id: Option<String>,
@@ -1452,6 +1624,16 @@ impl x::SchemaType for ClusterComputeResourceVcsSlots {
     const TYPE_NAME: &'static str = "ClusterComputeResourceVcsSlots";
 }
 impl x::Structure for ClusterComputeResourceVcsSlots {}
+impl Clone for ClusterComputeResourceVcsSlots {
+    fn clone(&self) -> Self {
+        Self {
+            system_id: self.system_id.clone(),
+            host: self.host.clone(),
+            datastore: x::clone_vec(&self.datastore),
+            total_slots: self.total_slots,
+        }
+    }
+}
 impl x::Fields for ClusterComputeResourceVcsSlots {
     fn decode_field(
         &mut self,
@@ -1480,7 +1662,7 @@ impl x::ArrayItem for ClusterComputeResourceVcsSlots {
     const ITEM_TAG: &'static str = "ClusterComputeResourceVcsSlots";
 }
 /// `ClusterConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterConfigInfo {
     /// `dasConfig`.
     pub das_config: ClusterDasConfigInfo,
@@ -1497,6 +1679,17 @@ impl x::SchemaType for ClusterConfigInfo {
     const TYPE_NAME: &'static str = "ClusterConfigInfo";
 }
 impl x::Structure for ClusterConfigInfo {}
+impl Clone for ClusterConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            das_config: self.das_config.clone(),
+            das_vm_config: x::clone_vec(&self.das_vm_config),
+            drs_config: self.drs_config.clone(),
+            drs_vm_config: x::clone_vec(&self.drs_vm_config),
+            rule: x::clone_vec(&self.rule),
+        }
+    }
+}
 impl x::Fields for ClusterConfigInfo {
     fn decode_field(
         &mut self,
@@ -1525,7 +1718,7 @@ impl x::Fields for ClusterConfigInfo {
 /// `ClusterConfigInfoEx` (extends `ComputeResourceConfigInfo`).
 ///
 /// The fields of `ComputeResourceConfigInfo` are in `compute_resource_config_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterConfigInfoEx {
     /// The fields `ClusterConfigInfoEx` inherits from `ComputeResourceConfigInfo`.
     pub compute_resource_config_info: ComputeResourceConfigInfo,
@@ -1570,6 +1763,30 @@ impl x::SchemaType for ClusterConfigInfoEx {
     const TYPE_NAME: &'static str = "ClusterConfigInfoEx";
 }
 impl x::Structure for ClusterConfigInfoEx {}
+impl Clone for ClusterConfigInfoEx {
+    fn clone(&self) -> Self {
+        Self {
+            compute_resource_config_info: self.compute_resource_config_info.clone(),
+            system_vms_config: self.system_vms_config.clone(),
+            das_config: self.das_config.clone(),
+            das_vm_config: x::clone_vec(&self.das_vm_config),
+            drs_config: self.drs_config.clone(),
+            drs_vm_config: x::clone_vec(&self.drs_vm_config),
+            rule: x::clone_vec(&self.rule),
+            orchestration: self.orchestration.clone(),
+            vm_orchestration: x::clone_vec(&self.vm_orchestration),
+            dpm_config_info: self.dpm_config_info.clone(),
+            dpm_host_config: x::clone_vec(&self.dpm_host_config),
+            vsan_config_info: self.vsan_config_info.clone(),
+            vsan_host_config: x::clone_vec(&self.vsan_host_config),
+            group: x::clone_vec(&self.group),
+            infra_update_ha_config: self.infra_update_ha_config.clone(),
+            proactive_drs_config: self.proactive_drs_config.clone(),
+            crypto_config: self.crypto_config.clone(),
+            vsan_core_config: self.vsan_core_config.clone(),
+        }
+    }
+}
 impl std::ops::Deref for ClusterConfigInfoEx {
     type Target = ComputeResourceConfigInfo;
     #[inline]
@@ -1648,7 +1865,7 @@ impl x::Fields for ClusterConfigInfoEx {
     }
 }
 /// `ClusterConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterConfigSpec {
     /// `dasConfig`.
     pub das_config: Option<ClusterDasConfigInfo>,
@@ -1665,6 +1882,17 @@ impl x::SchemaType for ClusterConfigSpec {
     const TYPE_NAME: &'static str = "ClusterConfigSpec";
 }
 impl x::Structure for ClusterConfigSpec {}
+impl Clone for ClusterConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            das_config: self.das_config.clone(),
+            das_vm_config_spec: x::clone_vec(&self.das_vm_config_spec),
+            drs_config: self.drs_config.clone(),
+            drs_vm_config_spec: x::clone_vec(&self.drs_vm_config_spec),
+            rules_spec: x::clone_vec(&self.rules_spec),
+        }
+    }
+}
 impl x::Fields for ClusterConfigSpec {
     fn decode_field(
         &mut self,
@@ -1693,7 +1921,7 @@ impl x::Fields for ClusterConfigSpec {
 /// `ClusterConfigSpecEx` (extends `ComputeResourceConfigSpec`).
 ///
 /// The fields of `ComputeResourceConfigSpec` are in `compute_resource_config_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterConfigSpecEx {
     /// The fields `ClusterConfigSpecEx` inherits from `ComputeResourceConfigSpec`.
     pub compute_resource_config_spec: ComputeResourceConfigSpec,
@@ -1740,6 +1968,31 @@ impl x::SchemaType for ClusterConfigSpecEx {
     const TYPE_NAME: &'static str = "ClusterConfigSpecEx";
 }
 impl x::Structure for ClusterConfigSpecEx {}
+impl Clone for ClusterConfigSpecEx {
+    fn clone(&self) -> Self {
+        Self {
+            compute_resource_config_spec: self.compute_resource_config_spec.clone(),
+            system_vms_config: self.system_vms_config.clone(),
+            das_config: self.das_config.clone(),
+            das_vm_config_spec: x::clone_vec(&self.das_vm_config_spec),
+            drs_config: self.drs_config.clone(),
+            drs_vm_config_spec: x::clone_vec(&self.drs_vm_config_spec),
+            rules_spec: x::clone_vec(&self.rules_spec),
+            orchestration: self.orchestration.clone(),
+            vm_orchestration_spec: x::clone_vec(&self.vm_orchestration_spec),
+            dpm_config: self.dpm_config.clone(),
+            dpm_host_config_spec: x::clone_vec(&self.dpm_host_config_spec),
+            vsan_config: self.vsan_config.clone(),
+            vsan_host_config_spec: x::clone_vec(&self.vsan_host_config_spec),
+            group_spec: x::clone_vec(&self.group_spec),
+            infra_update_ha_config: self.infra_update_ha_config.clone(),
+            proactive_drs_config: self.proactive_drs_config.clone(),
+            in_hci_workflow: self.in_hci_workflow,
+            crypto_config: self.crypto_config.clone(),
+            vsan_core_config_spec: self.vsan_core_config_spec.clone(),
+        }
+    }
+}
 impl std::ops::Deref for ClusterConfigSpecEx {
     type Target = ComputeResourceConfigSpec;
     #[inline]
@@ -1901,7 +2154,7 @@ impl x::Fields for ClusterCryptoConfigInfo {
     }
 }
 /// `ClusterDasAamHostInfo` (extends `ClusterDasHostInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterDasAamHostInfo {
     /// `hostDasState`.
     pub host_das_state: Vec<ClusterDasAamNodeState>,
@@ -1912,6 +2165,14 @@ impl x::SchemaType for ClusterDasAamHostInfo {
     const TYPE_NAME: &'static str = "ClusterDasAamHostInfo";
 }
 impl x::Structure for ClusterDasAamHostInfo {}
+impl Clone for ClusterDasAamHostInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host_das_state: x::clone_vec(&self.host_das_state),
+            primary_hosts: x::clone_vec(&self.primary_hosts),
+        }
+    }
+}
 impl x::Fields for ClusterDasAamHostInfo {
     fn decode_field(
         &mut self,
@@ -2039,7 +2300,7 @@ impl x::Fields for ClusterDasAdmissionControlPolicy {
 /// `ClusterDasAdvancedRuntimeInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDasAdvancedRuntimeInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterDasAdvancedRuntimeInfo {
     /// `dasHostInfo`.
     pub das_host_info: Option<AnyClusterDasHostInfo>,
@@ -2052,6 +2313,15 @@ impl x::SchemaType for ClusterDasAdvancedRuntimeInfo {
     const TYPE_NAME: &'static str = "ClusterDasAdvancedRuntimeInfo";
 }
 impl x::Structure for ClusterDasAdvancedRuntimeInfo {}
+impl Clone for ClusterDasAdvancedRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            das_host_info: self.das_host_info.clone(),
+            vmcp_supported: self.vmcp_supported.clone(),
+            heartbeat_datastore_info: x::clone_vec(&self.heartbeat_datastore_info),
+        }
+    }
+}
 impl x::Fields for ClusterDasAdvancedRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -2105,7 +2375,7 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
     }
 }
 /// `ClusterDasConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterDasConfigInfo {
     /// `enabled`.
     pub enabled: Option<bool>,
@@ -2134,6 +2404,23 @@ impl x::SchemaType for ClusterDasConfigInfo {
     const TYPE_NAME: &'static str = "ClusterDasConfigInfo";
 }
 impl x::Structure for ClusterDasConfigInfo {}
+impl Clone for ClusterDasConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            enabled: self.enabled,
+            vm_monitoring: self.vm_monitoring.clone(),
+            host_monitoring: self.host_monitoring.clone(),
+            vm_component_protecting: self.vm_component_protecting.clone(),
+            failover_level: self.failover_level,
+            admission_control_policy: self.admission_control_policy.clone(),
+            admission_control_enabled: self.admission_control_enabled,
+            default_vm_settings: self.default_vm_settings.clone(),
+            option: x::clone_vec(&self.option),
+            heartbeat_datastore: x::clone_vec(&self.heartbeat_datastore),
+            h_b_datastore_candidate_policy: self.h_b_datastore_candidate_policy.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterDasConfigInfo {
     fn decode_field(
         &mut self,
@@ -2230,7 +2517,7 @@ impl x::Fields for ClusterDasDataSummary {
 /// `ClusterDasFailoverLevelAdvancedRuntimeInfo` (extends `ClusterDasAdvancedRuntimeInfo`).
 ///
 /// The fields of `ClusterDasAdvancedRuntimeInfo` are in `cluster_das_advanced_runtime_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterDasFailoverLevelAdvancedRuntimeInfo {
     /// The fields `ClusterDasFailoverLevelAdvancedRuntimeInfo` inherits from `ClusterDasAdvancedRuntimeInfo`.
     pub cluster_das_advanced_runtime_info: ClusterDasAdvancedRuntimeInfo,
@@ -2259,6 +2546,26 @@ impl x::SchemaType for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     const TYPE_NAME: &'static str = "ClusterDasFailoverLevelAdvancedRuntimeInfo";
 }
 impl x::Structure for ClusterDasFailoverLevelAdvancedRuntimeInfo {}
+impl Clone for ClusterDasFailoverLevelAdvancedRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_das_advanced_runtime_info: self
+                .cluster_das_advanced_runtime_info
+                .clone(),
+            slot_info: self.slot_info.clone(),
+            total_slots: self.total_slots,
+            used_slots: self.used_slots,
+            unreserved_slots: self.unreserved_slots,
+            total_vms: self.total_vms,
+            total_hosts: self.total_hosts,
+            total_good_hosts: self.total_good_hosts,
+            host_slots: x::clone_vec(&self.host_slots),
+            vms_requiring_multiple_slots: x::clone_vec(
+                &self.vms_requiring_multiple_slots,
+            ),
+        }
+    }
+}
 impl std::ops::Deref for ClusterDasFailoverLevelAdvancedRuntimeInfo {
     type Target = ClusterDasAdvancedRuntimeInfo;
     #[inline]
@@ -2738,305 +3045,5 @@ impl x::Fields for ClusterDependencyRuleInfo {
         x::Fields::encode_fields(&self.cluster_rule_info, w);
         w.write("vmGroup", &self.vm_group);
         w.write("dependsOnVmGroup", &self.depends_on_vm_group);
-    }
-}
-/// `ClusterDestroyedEvent` (extends `ClusterEvent`).
-///
-/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDestroyedEvent {
-    /// The fields `ClusterDestroyedEvent` inherits from `ClusterEvent`.
-    pub cluster_event: ClusterEvent,
-}
-impl x::SchemaType for ClusterDestroyedEvent {
-    const TYPE_NAME: &'static str = "ClusterDestroyedEvent";
-}
-impl x::Structure for ClusterDestroyedEvent {}
-impl std::ops::Deref for ClusterDestroyedEvent {
-    type Target = ClusterEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterEvent {
-        &self.cluster_event
-    }
-}
-impl std::ops::DerefMut for ClusterDestroyedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterEvent {
-        &mut self.cluster_event
-    }
-}
-impl x::Fields for ClusterDestroyedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cluster_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_event, w);
-    }
-}
-/// `ClusterDpmConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmConfigInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `defaultDpmBehavior`.
-    pub default_dpm_behavior: Option<DpmBehavior>,
-    /// `hostPowerActionRate`.
-    pub host_power_action_rate: Option<i32>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for ClusterDpmConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDpmConfigInfo";
-}
-impl x::Structure for ClusterDpmConfigInfo {}
-impl x::Fields for ClusterDpmConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "defaultDpmBehavior" => r.read_opt(&mut self.default_dpm_behavior),
-            "hostPowerActionRate" => r.read_opt(&mut self.host_power_action_rate),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("defaultDpmBehavior", &self.default_dpm_behavior);
-        w.write_opt("hostPowerActionRate", &self.host_power_action_rate);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `ClusterDpmHostConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmHostConfigInfo {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `behavior`.
-    pub behavior: Option<DpmBehavior>,
-}
-impl x::SchemaType for ClusterDpmHostConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDpmHostConfigInfo";
-}
-impl x::Structure for ClusterDpmHostConfigInfo {}
-impl x::Fields for ClusterDpmHostConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "behavior" => r.read_opt(&mut self.behavior),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("behavior", &self.behavior);
-    }
-}
-impl x::ArrayItem for ClusterDpmHostConfigInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigInfo";
-    const ITEM_TAG: &'static str = "ClusterDpmHostConfigInfo";
-}
-/// `ClusterDpmHostConfigSpec` (extends `ArrayUpdateSpec`).
-///
-/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDpmHostConfigSpec {
-    /// The fields `ClusterDpmHostConfigSpec` inherits from `ArrayUpdateSpec`.
-    pub array_update_spec: ArrayUpdateSpec,
-    /// `info`.
-    pub info: Option<ClusterDpmHostConfigInfo>,
-}
-impl x::SchemaType for ClusterDpmHostConfigSpec {
-    const TYPE_NAME: &'static str = "ClusterDpmHostConfigSpec";
-}
-impl x::Structure for ClusterDpmHostConfigSpec {}
-impl std::ops::Deref for ClusterDpmHostConfigSpec {
-    type Target = ArrayUpdateSpec;
-    #[inline]
-    fn deref(&self) -> &ArrayUpdateSpec {
-        &self.array_update_spec
-    }
-}
-impl std::ops::DerefMut for ClusterDpmHostConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
-        &mut self.array_update_spec
-    }
-}
-impl x::Fields for ClusterDpmHostConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "info" => r.read_opt(&mut self.info),
-            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.array_update_spec, w);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for ClusterDpmHostConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
-    const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
-}
-/// `ClusterDrsConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsConfigInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `enableVmBehaviorOverrides`.
-    pub enable_vm_behavior_overrides: Option<bool>,
-    /// `defaultVmBehavior`.
-    pub default_vm_behavior: Option<DrsBehavior>,
-    /// `vmotionRate`.
-    pub vmotion_rate: Option<i32>,
-    /// `scaleDescendantsShares`.
-    pub scale_descendants_shares: Option<String>,
-    /// `option`.
-    pub option: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for ClusterDrsConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDrsConfigInfo";
-}
-impl x::Structure for ClusterDrsConfigInfo {}
-impl x::Fields for ClusterDrsConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "enableVmBehaviorOverrides" => {
-                r.read_opt(&mut self.enable_vm_behavior_overrides)
-            }
-            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
-            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
-            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
-            "option" => r.read_push(&mut self.option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
-        w.write_opt("defaultVmBehavior", &self.default_vm_behavior);
-        w.write_opt("vmotionRate", &self.vmotion_rate);
-        w.write_opt("scaleDescendantsShares", &self.scale_descendants_shares);
-        w.write_vec("option", &self.option);
-    }
-}
-/// `ClusterDrsFaults` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaults {
-    /// `reason`.
-    pub reason: String,
-    /// `faultsByVm`.
-    pub faults_by_vm: Vec<AnyClusterDrsFaultsFaultsByVm>,
-}
-impl x::SchemaType for ClusterDrsFaults {
-    const TYPE_NAME: &'static str = "ClusterDrsFaults";
-}
-impl x::Structure for ClusterDrsFaults {}
-impl x::Fields for ClusterDrsFaults {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "reason" => r.read(&mut self.reason),
-            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("reason", &self.reason);
-        w.write_vec("faultsByVm", &self.faults_by_vm);
-    }
-}
-impl x::ArrayItem for ClusterDrsFaults {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaults";
-    const ITEM_TAG: &'static str = "ClusterDrsFaults";
-}
-/// `ClusterDrsFaultsFaultsByVirtualDisk` (extends `ClusterDrsFaultsFaultsByVm`).
-///
-/// The fields of `ClusterDrsFaultsFaultsByVm` are in `cluster_drs_faults_faults_by_vm`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsFaultsFaultsByVirtualDisk {
-    /// The fields `ClusterDrsFaultsFaultsByVirtualDisk` inherits from `ClusterDrsFaultsFaultsByVm`.
-    pub cluster_drs_faults_faults_by_vm: ClusterDrsFaultsFaultsByVm,
-    /// `disk`.
-    pub disk: Option<VirtualDiskId>,
-}
-impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
-    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVirtualDisk";
-}
-impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
-impl std::ops::Deref for ClusterDrsFaultsFaultsByVirtualDisk {
-    type Target = ClusterDrsFaultsFaultsByVm;
-    #[inline]
-    fn deref(&self) -> &ClusterDrsFaultsFaultsByVm {
-        &self.cluster_drs_faults_faults_by_vm
-    }
-}
-impl std::ops::DerefMut for ClusterDrsFaultsFaultsByVirtualDisk {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterDrsFaultsFaultsByVm {
-        &mut self.cluster_drs_faults_faults_by_vm
-    }
-}
-impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disk" => r.read_opt(&mut self.disk),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.cluster_drs_faults_faults_by_vm,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_drs_faults_faults_by_vm, w);
-        w.write_opt("disk", &self.disk);
     }
 }

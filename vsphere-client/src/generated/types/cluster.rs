@@ -5,10 +5,340 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterDestroyedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDestroyedEvent {
+    /// The fields `ClusterDestroyedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
+}
+impl x::SchemaType for ClusterDestroyedEvent {
+    const TYPE_NAME: &'static str = "ClusterDestroyedEvent";
+}
+impl x::Structure for ClusterDestroyedEvent {}
+impl std::ops::Deref for ClusterDestroyedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for ClusterDestroyedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
+impl x::Fields for ClusterDestroyedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.cluster_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_event, w);
+    }
+}
+/// `ClusterDpmConfigInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct ClusterDpmConfigInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `defaultDpmBehavior`.
+    pub default_dpm_behavior: Option<DpmBehavior>,
+    /// `hostPowerActionRate`.
+    pub host_power_action_rate: Option<i32>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for ClusterDpmConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDpmConfigInfo";
+}
+impl x::Structure for ClusterDpmConfigInfo {}
+impl Clone for ClusterDpmConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            enabled: self.enabled,
+            default_dpm_behavior: self.default_dpm_behavior.clone(),
+            host_power_action_rate: self.host_power_action_rate,
+            option: x::clone_vec(&self.option),
+        }
+    }
+}
+impl x::Fields for ClusterDpmConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "defaultDpmBehavior" => r.read_opt(&mut self.default_dpm_behavior),
+            "hostPowerActionRate" => r.read_opt(&mut self.host_power_action_rate),
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("defaultDpmBehavior", &self.default_dpm_behavior);
+        w.write_opt("hostPowerActionRate", &self.host_power_action_rate);
+        w.write_vec("option", &self.option);
+    }
+}
+/// `ClusterDpmHostConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDpmHostConfigInfo {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `behavior`.
+    pub behavior: Option<DpmBehavior>,
+}
+impl x::SchemaType for ClusterDpmHostConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDpmHostConfigInfo";
+}
+impl x::Structure for ClusterDpmHostConfigInfo {}
+impl x::Fields for ClusterDpmHostConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("behavior", &self.behavior);
+    }
+}
+impl x::ArrayItem for ClusterDpmHostConfigInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigInfo";
+    const ITEM_TAG: &'static str = "ClusterDpmHostConfigInfo";
+}
+/// `ClusterDpmHostConfigSpec` (extends `ArrayUpdateSpec`).
+///
+/// The fields of `ArrayUpdateSpec` are in `array_update_spec`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDpmHostConfigSpec {
+    /// The fields `ClusterDpmHostConfigSpec` inherits from `ArrayUpdateSpec`.
+    pub array_update_spec: ArrayUpdateSpec,
+    /// `info`.
+    pub info: Option<ClusterDpmHostConfigInfo>,
+}
+impl x::SchemaType for ClusterDpmHostConfigSpec {
+    const TYPE_NAME: &'static str = "ClusterDpmHostConfigSpec";
+}
+impl x::Structure for ClusterDpmHostConfigSpec {}
+impl std::ops::Deref for ClusterDpmHostConfigSpec {
+    type Target = ArrayUpdateSpec;
+    #[inline]
+    fn deref(&self) -> &ArrayUpdateSpec {
+        &self.array_update_spec
+    }
+}
+impl std::ops::DerefMut for ClusterDpmHostConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ArrayUpdateSpec {
+        &mut self.array_update_spec
+    }
+}
+impl x::Fields for ClusterDpmHostConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "info" => r.read_opt(&mut self.info),
+            _ => return x::Fields::decode_field(&mut self.array_update_spec, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.array_update_spec, w);
+        w.write_opt("info", &self.info);
+    }
+}
+impl x::ArrayItem for ClusterDpmHostConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDpmHostConfigSpec";
+    const ITEM_TAG: &'static str = "ClusterDpmHostConfigSpec";
+}
+/// `ClusterDrsConfigInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct ClusterDrsConfigInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `enableVmBehaviorOverrides`.
+    pub enable_vm_behavior_overrides: Option<bool>,
+    /// `defaultVmBehavior`.
+    pub default_vm_behavior: Option<DrsBehavior>,
+    /// `vmotionRate`.
+    pub vmotion_rate: Option<i32>,
+    /// `scaleDescendantsShares`.
+    pub scale_descendants_shares: Option<String>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for ClusterDrsConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDrsConfigInfo";
+}
+impl x::Structure for ClusterDrsConfigInfo {}
+impl Clone for ClusterDrsConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            enabled: self.enabled,
+            enable_vm_behavior_overrides: self.enable_vm_behavior_overrides,
+            default_vm_behavior: self.default_vm_behavior.clone(),
+            vmotion_rate: self.vmotion_rate,
+            scale_descendants_shares: self.scale_descendants_shares.clone(),
+            option: x::clone_vec(&self.option),
+        }
+    }
+}
+impl x::Fields for ClusterDrsConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "enableVmBehaviorOverrides" => {
+                r.read_opt(&mut self.enable_vm_behavior_overrides)
+            }
+            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
+            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
+            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
+            "option" => r.read_push(&mut self.option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
+        w.write_opt("defaultVmBehavior", &self.default_vm_behavior);
+        w.write_opt("vmotionRate", &self.vmotion_rate);
+        w.write_opt("scaleDescendantsShares", &self.scale_descendants_shares);
+        w.write_vec("option", &self.option);
+    }
+}
+/// `ClusterDrsFaults` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct ClusterDrsFaults {
+    /// `reason`.
+    pub reason: String,
+    /// `faultsByVm`.
+    pub faults_by_vm: Vec<AnyClusterDrsFaultsFaultsByVm>,
+}
+impl x::SchemaType for ClusterDrsFaults {
+    const TYPE_NAME: &'static str = "ClusterDrsFaults";
+}
+impl x::Structure for ClusterDrsFaults {}
+impl Clone for ClusterDrsFaults {
+    fn clone(&self) -> Self {
+        Self {
+            reason: self.reason.clone(),
+            faults_by_vm: x::clone_vec(&self.faults_by_vm),
+        }
+    }
+}
+impl x::Fields for ClusterDrsFaults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("reason", &self.reason);
+        w.write_vec("faultsByVm", &self.faults_by_vm);
+    }
+}
+impl x::ArrayItem for ClusterDrsFaults {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsFaults";
+    const ITEM_TAG: &'static str = "ClusterDrsFaults";
+}
+/// `ClusterDrsFaultsFaultsByVirtualDisk` (extends `ClusterDrsFaultsFaultsByVm`).
+///
+/// The fields of `ClusterDrsFaultsFaultsByVm` are in `cluster_drs_faults_faults_by_vm`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsFaultsFaultsByVirtualDisk {
+    /// The fields `ClusterDrsFaultsFaultsByVirtualDisk` inherits from `ClusterDrsFaultsFaultsByVm`.
+    pub cluster_drs_faults_faults_by_vm: ClusterDrsFaultsFaultsByVm,
+    /// `disk`.
+    pub disk: Option<VirtualDiskId>,
+}
+impl x::SchemaType for ClusterDrsFaultsFaultsByVirtualDisk {
+    const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVirtualDisk";
+}
+impl x::Structure for ClusterDrsFaultsFaultsByVirtualDisk {}
+impl std::ops::Deref for ClusterDrsFaultsFaultsByVirtualDisk {
+    type Target = ClusterDrsFaultsFaultsByVm;
+    #[inline]
+    fn deref(&self) -> &ClusterDrsFaultsFaultsByVm {
+        &self.cluster_drs_faults_faults_by_vm
+    }
+}
+impl std::ops::DerefMut for ClusterDrsFaultsFaultsByVirtualDisk {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterDrsFaultsFaultsByVm {
+        &mut self.cluster_drs_faults_faults_by_vm
+    }
+}
+impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disk" => r.read_opt(&mut self.disk),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.cluster_drs_faults_faults_by_vm,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_drs_faults_faults_by_vm, w);
+        w.write_opt("disk", &self.disk);
+    }
+}
 /// `ClusterDrsFaultsFaultsByVm` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyClusterDrsFaultsFaultsByVm`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterDrsFaultsFaultsByVm {
     /// `vm`.
     pub vm: Option<x::ManagedObjectReference>,
@@ -19,6 +349,14 @@ impl x::SchemaType for ClusterDrsFaultsFaultsByVm {
     const TYPE_NAME: &'static str = "ClusterDrsFaultsFaultsByVm";
 }
 impl x::Structure for ClusterDrsFaultsFaultsByVm {}
+impl Clone for ClusterDrsFaultsFaultsByVm {
+    fn clone(&self) -> Self {
+        Self {
+            vm: self.vm.clone(),
+            fault: x::clone_vec(&self.fault),
+        }
+    }
+}
 impl x::Fields for ClusterDrsFaultsFaultsByVm {
     fn decode_field(
         &mut self,
@@ -110,7 +448,7 @@ impl x::ArrayItem for ClusterDrsMigration {
     const ITEM_TAG: &'static str = "ClusterDrsMigration";
 }
 /// `ClusterDrsRecommendation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterDrsRecommendation {
     /// `key`.
     pub key: String,
@@ -127,6 +465,17 @@ impl x::SchemaType for ClusterDrsRecommendation {
     const TYPE_NAME: &'static str = "ClusterDrsRecommendation";
 }
 impl x::Structure for ClusterDrsRecommendation {}
+impl Clone for ClusterDrsRecommendation {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            rating: self.rating,
+            reason: self.reason.clone(),
+            reason_text: self.reason_text.clone(),
+            migration_list: x::clone_vec(&self.migration_list),
+        }
+    }
+}
 impl x::Fields for ClusterDrsRecommendation {
     fn decode_field(
         &mut self,
@@ -245,7 +594,7 @@ impl x::ArrayItem for ClusterDrsVmConfigSpec {
     const ITEM_TAG: &'static str = "ClusterDrsVmConfigSpec";
 }
 /// `ClusterEVCManagerCheckResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterEVCManagerCheckResult {
     /// `evcModeKey`.
     pub evc_mode_key: String,
@@ -258,6 +607,15 @@ impl x::SchemaType for ClusterEVCManagerCheckResult {
     const TYPE_NAME: &'static str = "ClusterEVCManagerCheckResult";
 }
 impl x::Structure for ClusterEVCManagerCheckResult {}
+impl Clone for ClusterEVCManagerCheckResult {
+    fn clone(&self) -> Self {
+        Self {
+            evc_mode_key: self.evc_mode_key.clone(),
+            error: self.error.clone(),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl x::Fields for ClusterEVCManagerCheckResult {
     fn decode_field(
         &mut self,
@@ -284,7 +642,7 @@ impl x::ArrayItem for ClusterEVCManagerCheckResult {
     const ITEM_TAG: &'static str = "ClusterEVCManagerCheckResult";
 }
 /// `ClusterEVCManagerEVCState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterEVCManagerEVCState {
     /// `supportedEVCMode`.
     pub supported_evc_mode: Vec<EVCMode>,
@@ -303,6 +661,18 @@ impl x::SchemaType for ClusterEVCManagerEVCState {
     const TYPE_NAME: &'static str = "ClusterEVCManagerEVCState";
 }
 impl x::Structure for ClusterEVCManagerEVCState {}
+impl Clone for ClusterEVCManagerEVCState {
+    fn clone(&self) -> Self {
+        Self {
+            supported_evc_mode: x::clone_vec(&self.supported_evc_mode),
+            current_evc_mode_key: self.current_evc_mode_key.clone(),
+            guaranteed_cpu_features: x::clone_vec(&self.guaranteed_cpu_features),
+            feature_capability: x::clone_vec(&self.feature_capability),
+            feature_mask: x::clone_vec(&self.feature_mask),
+            feature_requirement: x::clone_vec(&self.feature_requirement),
+        }
+    }
+}
 impl x::Fields for ClusterEVCManagerEVCState {
     fn decode_field(
         &mut self,
@@ -331,7 +701,7 @@ impl x::Fields for ClusterEVCManagerEVCState {
     }
 }
 /// `ClusterEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterEnterMaintenanceResult {
     /// `recommendations`.
     pub recommendations: Vec<ClusterRecommendation>,
@@ -342,6 +712,14 @@ impl x::SchemaType for ClusterEnterMaintenanceResult {
     const TYPE_NAME: &'static str = "ClusterEnterMaintenanceResult";
 }
 impl x::Structure for ClusterEnterMaintenanceResult {}
+impl Clone for ClusterEnterMaintenanceResult {
+    fn clone(&self) -> Self {
+        Self {
+            recommendations: x::clone_vec(&self.recommendations),
+            fault: self.fault.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterEnterMaintenanceResult {
     fn decode_field(
         &mut self,
@@ -400,7 +778,7 @@ impl x::Fields for ClusterEvent {
     }
 }
 /// `ClusterFailoverHostAdmissionControlInfo` (extends `ClusterDasAdmissionControlInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterFailoverHostAdmissionControlInfo {
     /// `hostStatus`.
     pub host_status: Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>,
@@ -409,6 +787,13 @@ impl x::SchemaType for ClusterFailoverHostAdmissionControlInfo {
     const TYPE_NAME: &'static str = "ClusterFailoverHostAdmissionControlInfo";
 }
 impl x::Structure for ClusterFailoverHostAdmissionControlInfo {}
+impl Clone for ClusterFailoverHostAdmissionControlInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host_status: x::clone_vec(&self.host_status),
+        }
+    }
+}
 impl x::Fields for ClusterFailoverHostAdmissionControlInfo {
     fn decode_field(
         &mut self,
@@ -464,7 +849,7 @@ impl x::ArrayItem for ClusterFailoverHostAdmissionControlInfoHostStatus {
 /// `ClusterFailoverHostAdmissionControlPolicy` (extends `ClusterDasAdmissionControlPolicy`).
 ///
 /// The fields of `ClusterDasAdmissionControlPolicy` are in `cluster_das_admission_control_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterFailoverHostAdmissionControlPolicy {
     /// The fields `ClusterFailoverHostAdmissionControlPolicy` inherits from `ClusterDasAdmissionControlPolicy`.
     pub cluster_das_admission_control_policy: ClusterDasAdmissionControlPolicy,
@@ -477,6 +862,17 @@ impl x::SchemaType for ClusterFailoverHostAdmissionControlPolicy {
     const TYPE_NAME: &'static str = "ClusterFailoverHostAdmissionControlPolicy";
 }
 impl x::Structure for ClusterFailoverHostAdmissionControlPolicy {}
+impl Clone for ClusterFailoverHostAdmissionControlPolicy {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_das_admission_control_policy: self
+                .cluster_das_admission_control_policy
+                .clone(),
+            failover_hosts: x::clone_vec(&self.failover_hosts),
+            failover_level: self.failover_level,
+        }
+    }
+}
 impl std::ops::Deref for ClusterFailoverHostAdmissionControlPolicy {
     type Target = ClusterDasAdmissionControlPolicy;
     #[inline]
@@ -772,7 +1168,7 @@ impl x::Fields for ClusterFixedSizeSlotPolicy {
 /// Since vSphere API 8.0.3.0.
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterFtVmHostRuleInfo {
     /// The fields `ClusterFtVmHostRuleInfo` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -789,6 +1185,15 @@ impl x::SchemaType for ClusterFtVmHostRuleInfo {
     const TYPE_NAME: &'static str = "ClusterFtVmHostRuleInfo";
 }
 impl x::Structure for ClusterFtVmHostRuleInfo {}
+impl Clone for ClusterFtVmHostRuleInfo {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_rule_info: self.cluster_rule_info.clone(),
+            vm_group_name: self.vm_group_name.clone(),
+            host_group_name: x::clone_vec(&self.host_group_name),
+        }
+    }
+}
 impl std::ops::Deref for ClusterFtVmHostRuleInfo {
     type Target = ClusterRuleInfo;
     #[inline]
@@ -912,7 +1317,7 @@ impl x::ArrayItem for ClusterGroupSpec {
 /// `ClusterHostGroup` (extends `ClusterGroupInfo`).
 ///
 /// The fields of `ClusterGroupInfo` are in `cluster_group_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterHostGroup {
     /// The fields `ClusterHostGroup` inherits from `ClusterGroupInfo`.
     pub cluster_group_info: ClusterGroupInfo,
@@ -923,6 +1328,14 @@ impl x::SchemaType for ClusterHostGroup {
     const TYPE_NAME: &'static str = "ClusterHostGroup";
 }
 impl x::Structure for ClusterHostGroup {}
+impl Clone for ClusterHostGroup {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_group_info: self.cluster_group_info.clone(),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl std::ops::Deref for ClusterHostGroup {
     type Target = ClusterGroupInfo;
     #[inline]
@@ -1092,7 +1505,7 @@ impl x::ArrayItem for ClusterHostRecommendation {
     const ITEM_TAG: &'static str = "ClusterHostRecommendation";
 }
 /// `ClusterInfraUpdateHaConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterInfraUpdateHaConfigInfo {
     /// `enabled`.
     pub enabled: Option<bool>,
@@ -1109,6 +1522,17 @@ impl x::SchemaType for ClusterInfraUpdateHaConfigInfo {
     const TYPE_NAME: &'static str = "ClusterInfraUpdateHaConfigInfo";
 }
 impl x::Structure for ClusterInfraUpdateHaConfigInfo {}
+impl Clone for ClusterInfraUpdateHaConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            enabled: self.enabled,
+            behavior: self.behavior.clone(),
+            moderate_remediation: self.moderate_remediation.clone(),
+            severe_remediation: self.severe_remediation.clone(),
+            providers: x::clone_vec(&self.providers),
+        }
+    }
+}
 impl x::Fields for ClusterInfraUpdateHaConfigInfo {
     fn decode_field(
         &mut self,
@@ -1413,7 +1837,7 @@ impl x::Fields for ClusterOvercommittedEvent {
     }
 }
 /// `ClusterPowerOnVmResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterPowerOnVmResult {
     /// `attempted`.
     pub attempted: Vec<ClusterAttemptedVmInfo>,
@@ -1426,6 +1850,15 @@ impl x::SchemaType for ClusterPowerOnVmResult {
     const TYPE_NAME: &'static str = "ClusterPowerOnVmResult";
 }
 impl x::Structure for ClusterPowerOnVmResult {}
+impl Clone for ClusterPowerOnVmResult {
+    fn clone(&self) -> Self {
+        Self {
+            attempted: x::clone_vec(&self.attempted),
+            not_attempted: x::clone_vec(&self.not_attempted),
+            recommendations: x::clone_vec(&self.recommendations),
+        }
+    }
+}
 impl x::Fields for ClusterPowerOnVmResult {
     fn decode_field(
         &mut self,
@@ -1667,7 +2100,7 @@ impl x::Fields for ClusterProfileConfigInfo {
 /// `ClusterProfileConfigServiceCreateSpec` (extends `ClusterProfileConfigSpec`).
 ///
 /// The fields of `ClusterProfileConfigSpec` are in `cluster_profile_config_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterProfileConfigServiceCreateSpec {
     /// The fields `ClusterProfileConfigServiceCreateSpec` inherits from `ClusterProfileConfigSpec`.
     pub cluster_profile_config_spec: ClusterProfileConfigSpec,
@@ -1678,6 +2111,14 @@ impl x::SchemaType for ClusterProfileConfigServiceCreateSpec {
     const TYPE_NAME: &'static str = "ClusterProfileConfigServiceCreateSpec";
 }
 impl x::Structure for ClusterProfileConfigServiceCreateSpec {}
+impl Clone for ClusterProfileConfigServiceCreateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_profile_config_spec: self.cluster_profile_config_spec.clone(),
+            service_type: x::clone_vec(&self.service_type),
+        }
+    }
+}
 impl std::ops::Deref for ClusterProfileConfigServiceCreateSpec {
     type Target = ClusterProfileConfigSpec;
     #[inline]
@@ -1794,7 +2235,7 @@ impl x::Fields for ClusterProfileCreateSpec {
     }
 }
 /// `ClusterRecommendation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterRecommendation {
     /// `key`.
     pub key: String,
@@ -1823,6 +2264,23 @@ impl x::SchemaType for ClusterRecommendation {
     const TYPE_NAME: &'static str = "ClusterRecommendation";
 }
 impl x::Structure for ClusterRecommendation {}
+impl Clone for ClusterRecommendation {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            type_: self.type_.clone(),
+            time: self.time.clone(),
+            rating: self.rating,
+            reason: self.reason.clone(),
+            reason_text: self.reason_text.clone(),
+            warning_text: self.warning_text.clone(),
+            warning_details: self.warning_details.clone(),
+            prerequisite: x::clone_vec(&self.prerequisite),
+            action: x::clone_vec(&self.action),
+            target: self.target.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterRecommendation {
     fn decode_field(
         &mut self,
@@ -2139,7 +2597,7 @@ impl x::Fields for ClusterStatusChangedEvent {
     }
 }
 /// `ClusterSystemVMsConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterSystemVMsConfigInfo {
     /// `allowedDatastores`.
     pub allowed_datastores: Vec<x::ManagedObjectReference>,
@@ -2156,6 +2614,18 @@ impl x::SchemaType for ClusterSystemVMsConfigInfo {
     const TYPE_NAME: &'static str = "ClusterSystemVMsConfigInfo";
 }
 impl x::Structure for ClusterSystemVMsConfigInfo {}
+impl Clone for ClusterSystemVMsConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            allowed_datastores: x::clone_vec(&self.allowed_datastores),
+            not_allowed_datastores: x::clone_vec(&self.not_allowed_datastores),
+            ds_tag_categories_to_exclude: x::clone_vec(
+                &self.ds_tag_categories_to_exclude,
+            ),
+            deployment_mode: self.deployment_mode.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterSystemVMsConfigInfo {
     fn decode_field(
         &mut self,
@@ -2190,7 +2660,7 @@ impl x::Fields for ClusterSystemVMsConfigInfo {
     }
 }
 /// `ClusterSystemVMsConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterSystemVMsConfigSpec {
     /// `allowedDatastores`.
     pub allowed_datastores: Vec<ClusterDatastoreUpdateSpec>,
@@ -2207,6 +2677,18 @@ impl x::SchemaType for ClusterSystemVMsConfigSpec {
     const TYPE_NAME: &'static str = "ClusterSystemVMsConfigSpec";
 }
 impl x::Structure for ClusterSystemVMsConfigSpec {}
+impl Clone for ClusterSystemVMsConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            allowed_datastores: x::clone_vec(&self.allowed_datastores),
+            not_allowed_datastores: x::clone_vec(&self.not_allowed_datastores),
+            ds_tag_categories_to_exclude: x::clone_vec(
+                &self.ds_tag_categories_to_exclude,
+            ),
+            deployment_mode: self.deployment_mode.clone(),
+        }
+    }
+}
 impl x::Fields for ClusterSystemVMsConfigSpec {
     fn decode_field(
         &mut self,
@@ -2467,7 +2949,7 @@ impl x::Fields for ClusterVmComponentProtectionSettings {
 /// `ClusterVmGroup` (extends `ClusterGroupInfo`).
 ///
 /// The fields of `ClusterGroupInfo` are in `cluster_group_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClusterVmGroup {
     /// The fields `ClusterVmGroup` inherits from `ClusterGroupInfo`.
     pub cluster_group_info: ClusterGroupInfo,
@@ -2478,6 +2960,14 @@ impl x::SchemaType for ClusterVmGroup {
     const TYPE_NAME: &'static str = "ClusterVmGroup";
 }
 impl x::Structure for ClusterVmGroup {}
+impl Clone for ClusterVmGroup {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_group_info: self.cluster_group_info.clone(),
+            vm: x::clone_vec(&self.vm),
+        }
+    }
+}
 impl std::ops::Deref for ClusterVmGroup {
     type Target = ClusterGroupInfo;
     #[inline]

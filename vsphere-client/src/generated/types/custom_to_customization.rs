@@ -834,7 +834,7 @@ impl x::Fields for CustomizationFixedName {
     }
 }
 /// `CustomizationGlobalIPSettings` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationGlobalIPSettings {
     /// `dnsSuffixList`.
     pub dns_suffix_list: Vec<String>,
@@ -845,6 +845,14 @@ impl x::SchemaType for CustomizationGlobalIPSettings {
     const TYPE_NAME: &'static str = "CustomizationGlobalIPSettings";
 }
 impl x::Structure for CustomizationGlobalIPSettings {}
+impl Clone for CustomizationGlobalIPSettings {
+    fn clone(&self) -> Self {
+        Self {
+            dns_suffix_list: x::clone_vec(&self.dns_suffix_list),
+            dns_server_list: x::clone_vec(&self.dns_server_list),
+        }
+    }
+}
 impl x::Fields for CustomizationGlobalIPSettings {
     fn decode_field(
         &mut self,
@@ -865,7 +873,7 @@ impl x::Fields for CustomizationGlobalIPSettings {
     }
 }
 /// `CustomizationGuiRunOnce` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationGuiRunOnce {
     /// `commandList`.
     pub command_list: Vec<String>,
@@ -874,6 +882,13 @@ impl x::SchemaType for CustomizationGuiRunOnce {
     const TYPE_NAME: &'static str = "CustomizationGuiRunOnce";
 }
 impl x::Structure for CustomizationGuiRunOnce {}
+impl Clone for CustomizationGuiRunOnce {
+    fn clone(&self) -> Self {
+        Self {
+            command_list: x::clone_vec(&self.command_list),
+        }
+    }
+}
 impl x::Fields for CustomizationGuiRunOnce {
     fn decode_field(
         &mut self,
@@ -931,7 +946,7 @@ impl x::Fields for CustomizationGuiUnattended {
     }
 }
 /// `CustomizationIPSettings` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationIPSettings {
     /// `ip`.
     pub ip: AnyCustomizationIpGenerator,
@@ -956,6 +971,21 @@ impl x::SchemaType for CustomizationIPSettings {
     const TYPE_NAME: &'static str = "CustomizationIPSettings";
 }
 impl x::Structure for CustomizationIPSettings {}
+impl Clone for CustomizationIPSettings {
+    fn clone(&self) -> Self {
+        Self {
+            ip: self.ip.clone(),
+            subnet_mask: self.subnet_mask.clone(),
+            gateway: x::clone_vec(&self.gateway),
+            ip_v6_spec: self.ip_v6_spec.clone(),
+            dns_server_list: x::clone_vec(&self.dns_server_list),
+            dns_domain: self.dns_domain.clone(),
+            primary_wins: self.primary_wins.clone(),
+            secondary_wins: self.secondary_wins.clone(),
+            net_bios: self.net_bios.clone(),
+        }
+    }
+}
 impl x::Fields for CustomizationIPSettings {
     fn decode_field(
         &mut self,
@@ -990,7 +1020,7 @@ impl x::Fields for CustomizationIPSettings {
     }
 }
 /// `CustomizationIPSettingsIpV6AddressSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationIPSettingsIpV6AddressSpec {
     /// `ip`.
     pub ip: Vec<AnyCustomizationIpV6Generator>,
@@ -1001,6 +1031,14 @@ impl x::SchemaType for CustomizationIPSettingsIpV6AddressSpec {
     const TYPE_NAME: &'static str = "CustomizationIPSettingsIpV6AddressSpec";
 }
 impl x::Structure for CustomizationIPSettingsIpV6AddressSpec {}
+impl Clone for CustomizationIPSettingsIpV6AddressSpec {
+    fn clone(&self) -> Self {
+        Self {
+            ip: x::clone_vec(&self.ip),
+            gateway: x::clone_vec(&self.gateway),
+        }
+    }
+}
 impl x::Fields for CustomizationIPSettingsIpV6AddressSpec {
     fn decode_field(
         &mut self,
@@ -1238,7 +1276,7 @@ impl x::Fields for CustomizationLinuxOptions {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `CustomizationLinuxPrep` (extends `CustomizationIdentitySettings`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationLinuxPrep {
     /// `hostName`.
     pub host_name: AnyCustomizationName,
@@ -1271,6 +1309,23 @@ impl x::SchemaType for CustomizationLinuxPrep {
     const TYPE_NAME: &'static str = "CustomizationLinuxPrep";
 }
 impl x::Structure for CustomizationLinuxPrep {}
+impl Clone for CustomizationLinuxPrep {
+    fn clone(&self) -> Self {
+        Self {
+            host_name: self.host_name.clone(),
+            domain: self.domain.clone(),
+            time_zone: self.time_zone.clone(),
+            hw_clock_utc: self.hw_clock_utc,
+            script_text: self.script_text.clone(),
+            compatible_customization_method: self
+                .compatible_customization_method
+                .clone(),
+            reset_password: self.reset_password,
+            password: self.password.clone(),
+            extra_config: x::clone_vec(&self.extra_config),
+        }
+    }
+}
 impl x::Fields for CustomizationLinuxPrep {
     fn decode_field(
         &mut self,
@@ -1514,7 +1569,7 @@ impl x::Fields for CustomizationPrefixName {
     }
 }
 /// `CustomizationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationSpec {
     /// `options`.
     pub options: Option<AnyCustomizationOptions>,
@@ -1531,6 +1586,17 @@ impl x::SchemaType for CustomizationSpec {
     const TYPE_NAME: &'static str = "CustomizationSpec";
 }
 impl x::Structure for CustomizationSpec {}
+impl Clone for CustomizationSpec {
+    fn clone(&self) -> Self {
+        Self {
+            options: self.options.clone(),
+            identity: self.identity.clone(),
+            global_ip_settings: self.global_ip_settings.clone(),
+            nic_setting_map: x::clone_vec(&self.nic_setting_map),
+            encryption_key: x::clone_vec(&self.encryption_key),
+        }
+    }
+}
 impl x::Fields for CustomizationSpec {
     fn decode_field(
         &mut self,
@@ -1728,7 +1794,7 @@ impl x::Fields for CustomizationSucceeded {
     }
 }
 /// `CustomizationSysprep` (extends `CustomizationIdentitySettings`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizationSysprep {
     /// `guiUnattended`.
     pub gui_unattended: CustomizationGuiUnattended,
@@ -1757,6 +1823,20 @@ impl x::SchemaType for CustomizationSysprep {
     const TYPE_NAME: &'static str = "CustomizationSysprep";
 }
 impl x::Structure for CustomizationSysprep {}
+impl Clone for CustomizationSysprep {
+    fn clone(&self) -> Self {
+        Self {
+            gui_unattended: self.gui_unattended.clone(),
+            user_data: self.user_data.clone(),
+            gui_run_once: self.gui_run_once.clone(),
+            identification: self.identification.clone(),
+            license_file_print_data: self.license_file_print_data.clone(),
+            script_text: self.script_text.clone(),
+            reset_password: self.reset_password,
+            extra_config: x::clone_vec(&self.extra_config),
+        }
+    }
+}
 impl x::Fields for CustomizationSysprep {
     fn decode_field(
         &mut self,

@@ -243,7 +243,7 @@ impl x::Fields for DasClusterIsolatedEvent {
 /// `DasConfigFault` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DasConfigFault {
     /// The fields `DasConfigFault` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -258,6 +258,16 @@ impl x::SchemaType for DasConfigFault {
     const TYPE_NAME: &'static str = "DasConfigFault";
 }
 impl x::Structure for DasConfigFault {}
+impl Clone for DasConfigFault {
+    fn clone(&self) -> Self {
+        Self {
+            vim_fault: self.vim_fault.clone(),
+            reason: self.reason.clone(),
+            output: self.output.clone(),
+            event: x::clone_vec(&self.event),
+        }
+    }
+}
 impl std::ops::Deref for DasConfigFault {
     type Target = VimFault;
     #[inline]
@@ -370,7 +380,7 @@ impl x::Fields for DasEnabledEvent {
     }
 }
 /// `DasHeartbeatDatastoreInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DasHeartbeatDatastoreInfo {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
@@ -381,6 +391,14 @@ impl x::SchemaType for DasHeartbeatDatastoreInfo {
     const TYPE_NAME: &'static str = "DasHeartbeatDatastoreInfo";
 }
 impl x::Structure for DasHeartbeatDatastoreInfo {}
+impl Clone for DasHeartbeatDatastoreInfo {
+    fn clone(&self) -> Self {
+        Self {
+            datastore: self.datastore.clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl x::Fields for DasHeartbeatDatastoreInfo {
     fn decode_field(
         &mut self,
@@ -850,7 +868,7 @@ impl x::Fields for DatacenterEventArgument {
 /// `DatacenterMismatch` (extends `MigrationFault`).
 ///
 /// The fields of `MigrationFault` are in `migration_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DatacenterMismatch {
     /// The fields `DatacenterMismatch` inherits from `MigrationFault`.
     pub migration_fault: MigrationFault,
@@ -863,6 +881,15 @@ impl x::SchemaType for DatacenterMismatch {
     const TYPE_NAME: &'static str = "DatacenterMismatch";
 }
 impl x::Structure for DatacenterMismatch {}
+impl Clone for DatacenterMismatch {
+    fn clone(&self) -> Self {
+        Self {
+            migration_fault: self.migration_fault.clone(),
+            invalid_argument: x::clone_vec(&self.invalid_argument),
+            expected_datacenter: self.expected_datacenter.clone(),
+        }
+    }
+}
 impl std::ops::Deref for DatacenterMismatch {
     type Target = MigrationFault;
     #[inline]
@@ -1588,7 +1615,7 @@ impl x::Fields for DatastoreIORMReconfiguredEvent {
 /// `DatastoreInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyDatastoreInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DatastoreInfo {
     /// `name`.
     pub name: String,
@@ -1625,6 +1652,24 @@ impl x::SchemaType for DatastoreInfo {
     const TYPE_NAME: &'static str = "DatastoreInfo";
 }
 impl x::Structure for DatastoreInfo {}
+impl Clone for DatastoreInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            url: self.url.clone(),
+            free_space: self.free_space,
+            max_file_size: self.max_file_size,
+            max_virtual_disk_capacity: self.max_virtual_disk_capacity,
+            max_memory_file_size: self.max_memory_file_size,
+            timestamp: self.timestamp.clone(),
+            container_id: self.container_id.clone(),
+            alias_of: self.alias_of.clone(),
+            supported_vdisk_formats: x::clone_vec(&self.supported_vdisk_formats),
+            logical_sector_size: self.logical_sector_size,
+            physical_sector_size: self.physical_sector_size,
+        }
+    }
+}
 impl x::Fields for DatastoreInfo {
     fn decode_field(
         &mut self,
@@ -1807,7 +1852,7 @@ impl x::Fields for DatastoreNotWritableOnHost {
     }
 }
 /// `DatastoreOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DatastoreOption {
     /// `unsupportedVolumes`.
     pub unsupported_volumes: Vec<VirtualMachineDatastoreVolumeOption>,
@@ -1816,6 +1861,13 @@ impl x::SchemaType for DatastoreOption {
     const TYPE_NAME: &'static str = "DatastoreOption";
 }
 impl x::Structure for DatastoreOption {}
+impl Clone for DatastoreOption {
+    fn clone(&self) -> Self {
+        Self {
+            unsupported_volumes: x::clone_vec(&self.unsupported_volumes),
+        }
+    }
+}
 impl x::Fields for DatastoreOption {
     fn decode_field(
         &mut self,
@@ -2085,7 +2137,7 @@ impl x::Fields for DatastoreSummary {
     }
 }
 /// `DatastoreVVolContainerFailoverPair` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DatastoreVVolContainerFailoverPair {
     /// `srcContainer`.
     pub src_container: Option<String>,
@@ -2098,6 +2150,15 @@ impl x::SchemaType for DatastoreVVolContainerFailoverPair {
     const TYPE_NAME: &'static str = "DatastoreVVolContainerFailoverPair";
 }
 impl x::Structure for DatastoreVVolContainerFailoverPair {}
+impl Clone for DatastoreVVolContainerFailoverPair {
+    fn clone(&self) -> Self {
+        Self {
+            src_container: self.src_container.clone(),
+            tgt_container: self.tgt_container.clone(),
+            vvol_mapping: x::clone_vec(&self.vvol_mapping),
+        }
+    }
+}
 impl x::Fields for DatastoreVVolContainerFailoverPair {
     fn decode_field(
         &mut self,

@@ -46,7 +46,7 @@ impl x::Fields for DateTimeProfile {
 /// `DeltaDiskFormatNotSupported` (extends `VmConfigFault`).
 ///
 /// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DeltaDiskFormatNotSupported {
     /// The fields `DeltaDiskFormatNotSupported` inherits from `VmConfigFault`.
     pub vm_config_fault: VmConfigFault,
@@ -59,6 +59,15 @@ impl x::SchemaType for DeltaDiskFormatNotSupported {
     const TYPE_NAME: &'static str = "DeltaDiskFormatNotSupported";
 }
 impl x::Structure for DeltaDiskFormatNotSupported {}
+impl Clone for DeltaDiskFormatNotSupported {
+    fn clone(&self) -> Self {
+        Self {
+            vm_config_fault: self.vm_config_fault.clone(),
+            datastore: x::clone_vec(&self.datastore),
+            delta_disk_format: self.delta_disk_format.clone(),
+        }
+    }
+}
 impl std::ops::Deref for DeltaDiskFormatNotSupported {
     type Target = VmConfigFault;
     #[inline]
@@ -126,7 +135,7 @@ impl x::Fields for Description {
     }
 }
 /// `DesiredSoftwareSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DesiredSoftwareSpec {
     /// `baseImageSpec`.
     pub base_image_spec: DesiredSoftwareSpecBaseImageSpec,
@@ -143,6 +152,16 @@ impl x::SchemaType for DesiredSoftwareSpec {
     const TYPE_NAME: &'static str = "DesiredSoftwareSpec";
 }
 impl x::Structure for DesiredSoftwareSpec {}
+impl Clone for DesiredSoftwareSpec {
+    fn clone(&self) -> Self {
+        Self {
+            base_image_spec: self.base_image_spec.clone(),
+            vendor_add_on_spec: self.vendor_add_on_spec.clone(),
+            components: x::clone_vec(&self.components),
+            removed_components: x::clone_vec(&self.removed_components),
+        }
+    }
+}
 impl x::Fields for DesiredSoftwareSpec {
     fn decode_field(
         &mut self,
@@ -737,7 +756,7 @@ impl x::Fields for DeviceUnsupportedForVmVersion {
     }
 }
 /// `DiagnosticManagerAuditRecordResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DiagnosticManagerAuditRecordResult {
     /// `records`.
     pub records: Vec<String>,
@@ -748,6 +767,14 @@ impl x::SchemaType for DiagnosticManagerAuditRecordResult {
     const TYPE_NAME: &'static str = "DiagnosticManagerAuditRecordResult";
 }
 impl x::Structure for DiagnosticManagerAuditRecordResult {}
+impl Clone for DiagnosticManagerAuditRecordResult {
+    fn clone(&self) -> Self {
+        Self {
+            records: x::clone_vec(&self.records),
+            next_token: self.next_token.clone(),
+        }
+    }
+}
 impl x::Fields for DiagnosticManagerAuditRecordResult {
     fn decode_field(
         &mut self,
@@ -854,7 +881,7 @@ impl x::ArrayItem for DiagnosticManagerLogDescriptor {
     const ITEM_TAG: &'static str = "DiagnosticManagerLogDescriptor";
 }
 /// `DiagnosticManagerLogHeader` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DiagnosticManagerLogHeader {
     /// `lineStart`.
     pub line_start: i32,
@@ -867,6 +894,15 @@ impl x::SchemaType for DiagnosticManagerLogHeader {
     const TYPE_NAME: &'static str = "DiagnosticManagerLogHeader";
 }
 impl x::Structure for DiagnosticManagerLogHeader {}
+impl Clone for DiagnosticManagerLogHeader {
+    fn clone(&self) -> Self {
+        Self {
+            line_start: self.line_start,
+            line_end: self.line_end,
+            line_text: x::clone_vec(&self.line_text),
+        }
+    }
+}
 impl x::Fields for DiagnosticManagerLogHeader {
     fn decode_field(
         &mut self,
@@ -1191,7 +1227,7 @@ impl x::Fields for DirectPathProfileManagerCapacityResult {
 /// `DirectPathProfileManagerCapacityUnknown` (extends `DirectPathProfileManagerCapacityResult`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DirectPathProfileManagerCapacityUnknown {
     /// `querySpec`.
     ///
@@ -1206,6 +1242,14 @@ impl x::SchemaType for DirectPathProfileManagerCapacityUnknown {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerCapacityUnknown";
 }
 impl x::Structure for DirectPathProfileManagerCapacityUnknown {}
+impl Clone for DirectPathProfileManagerCapacityUnknown {
+    fn clone(&self) -> Self {
+        Self {
+            query_spec: self.query_spec.clone(),
+            fault_list: x::clone_vec(&self.fault_list),
+        }
+    }
+}
 impl x::Fields for DirectPathProfileManagerCapacityUnknown {
     fn decode_field(
         &mut self,
@@ -1364,7 +1408,7 @@ impl x::Fields for DirectPathProfileManagerDynamicDirectPathConfig {
 /// `DirectPathProfileManagerFilterSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DirectPathProfileManagerFilterSpec {
     /// `ids`.
     ///
@@ -1383,6 +1427,15 @@ impl x::SchemaType for DirectPathProfileManagerFilterSpec {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerFilterSpec";
 }
 impl x::Structure for DirectPathProfileManagerFilterSpec {}
+impl Clone for DirectPathProfileManagerFilterSpec {
+    fn clone(&self) -> Self {
+        Self {
+            ids: x::clone_vec(&self.ids),
+            names: x::clone_vec(&self.names),
+            clusters: x::clone_vec(&self.clusters),
+        }
+    }
+}
 impl x::Fields for DirectPathProfileManagerFilterSpec {
     fn decode_field(
         &mut self,

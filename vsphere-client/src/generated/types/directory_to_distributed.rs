@@ -336,7 +336,7 @@ impl x::ArrayItem for DiskChangeExtent {
     const ITEM_TAG: &'static str = "DiskChangeExtent";
 }
 /// `DiskChangeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DiskChangeInfo {
     /// `startOffset`.
     pub start_offset: i64,
@@ -349,6 +349,15 @@ impl x::SchemaType for DiskChangeInfo {
     const TYPE_NAME: &'static str = "DiskChangeInfo";
 }
 impl x::Structure for DiskChangeInfo {}
+impl Clone for DiskChangeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            start_offset: self.start_offset,
+            length: self.length,
+            changed_area: x::clone_vec(&self.changed_area),
+        }
+    }
+}
 impl x::Fields for DiskChangeInfo {
     fn decode_field(
         &mut self,
@@ -851,7 +860,7 @@ impl x::ArrayItem for DistributedVirtualPortgroupInfo {
     const ITEM_TAG: &'static str = "DistributedVirtualPortgroupInfo";
 }
 /// `DistributedVirtualPortgroupNsxPortgroupOperationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualPortgroupNsxPortgroupOperationResult {
     /// `portgroups`.
     pub portgroups: Vec<x::ManagedObjectReference>,
@@ -862,6 +871,14 @@ impl x::SchemaType for DistributedVirtualPortgroupNsxPortgroupOperationResult {
     const TYPE_NAME: &'static str = "DistributedVirtualPortgroupNsxPortgroupOperationResult";
 }
 impl x::Structure for DistributedVirtualPortgroupNsxPortgroupOperationResult {}
+impl Clone for DistributedVirtualPortgroupNsxPortgroupOperationResult {
+    fn clone(&self) -> Self {
+        Self {
+            portgroups: x::clone_vec(&self.portgroups),
+            problems: x::clone_vec(&self.problems),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualPortgroupNsxPortgroupOperationResult {
     fn decode_field(
         &mut self,
@@ -917,7 +934,7 @@ impl x::ArrayItem for DistributedVirtualPortgroupProblem {
     const ITEM_TAG: &'static str = "DistributedVirtualPortgroupProblem";
 }
 /// `DistributedVirtualSwitchHostMember` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchHostMember {
     /// `runtimeState`.
     pub runtime_state: Option<DistributedVirtualSwitchHostMemberRuntimeState>,
@@ -936,6 +953,18 @@ impl x::SchemaType for DistributedVirtualSwitchHostMember {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMember";
 }
 impl x::Structure for DistributedVirtualSwitchHostMember {}
+impl Clone for DistributedVirtualSwitchHostMember {
+    fn clone(&self) -> Self {
+        Self {
+            runtime_state: self.runtime_state.clone(),
+            config: self.config.clone(),
+            product_info: self.product_info.clone(),
+            uplink_port_key: x::clone_vec(&self.uplink_port_key),
+            status: self.status.clone(),
+            status_detail: self.status_detail.clone(),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchHostMember {
     fn decode_field(
         &mut self,
@@ -987,7 +1016,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberBacking {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `DistributedVirtualSwitchHostMemberConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchHostMemberConfigInfo {
     /// `host`.
     pub host: Option<x::ManagedObjectReference>,
@@ -1020,6 +1049,23 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberConfigInfo {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberConfigInfo";
 }
 impl x::Structure for DistributedVirtualSwitchHostMemberConfigInfo {}
+impl Clone for DistributedVirtualSwitchHostMemberConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            max_proxy_switch_ports: self.max_proxy_switch_ports,
+            vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
+            backing: self.backing.clone(),
+            nsx_switch: self.nsx_switch,
+            ens_enabled: self.ens_enabled,
+            ens_interrupt_enabled: self.ens_interrupt_enabled,
+            transport_zones: x::clone_vec(&self.transport_zones),
+            nsxt_used_uplink_names: x::clone_vec(&self.nsxt_used_uplink_names),
+            network_offloading_enabled: self.network_offloading_enabled,
+            tepless_mode: self.tepless_mode,
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchHostMemberConfigInfo {
     fn decode_field(
         &mut self,
@@ -1076,7 +1122,7 @@ impl x::Fields for DistributedVirtualSwitchHostMemberConfigInfo {
     }
 }
 /// `DistributedVirtualSwitchHostMemberConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchHostMemberConfigSpec {
     /// `operation`.
     pub operation: String,
@@ -1093,6 +1139,17 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberConfigSpec {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberConfigSpec";
 }
 impl x::Structure for DistributedVirtualSwitchHostMemberConfigSpec {}
+impl Clone for DistributedVirtualSwitchHostMemberConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            operation: self.operation.clone(),
+            host: self.host.clone(),
+            backing: self.backing.clone(),
+            max_proxy_switch_ports: self.max_proxy_switch_ports,
+            vendor_specific_config: x::clone_vec(&self.vendor_specific_config),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchHostMemberConfigSpec {
     fn decode_field(
         &mut self,
@@ -1217,7 +1274,7 @@ impl x::ArrayItem for DistributedVirtualSwitchHostMemberHostUplinkState {
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchHostMemberHostUplinkState";
 }
 /// `DistributedVirtualSwitchHostMemberPnicBacking` (extends `DistributedVirtualSwitchHostMemberBacking`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchHostMemberPnicBacking {
     /// `pnicSpec`.
     pub pnic_spec: Vec<DistributedVirtualSwitchHostMemberPnicSpec>,
@@ -1226,6 +1283,13 @@ impl x::SchemaType for DistributedVirtualSwitchHostMemberPnicBacking {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchHostMemberPnicBacking";
 }
 impl x::Structure for DistributedVirtualSwitchHostMemberPnicBacking {}
+impl Clone for DistributedVirtualSwitchHostMemberPnicBacking {
+    fn clone(&self) -> Self {
+        Self {
+            pnic_spec: x::clone_vec(&self.pnic_spec),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchHostMemberPnicBacking {
     fn decode_field(
         &mut self,
@@ -1466,7 +1530,7 @@ impl x::ArrayItem for DistributedVirtualSwitchKeyedOpaqueBlob {
     const ITEM_TAG: &'static str = "DistributedVirtualSwitchKeyedOpaqueBlob";
 }
 /// `DistributedVirtualSwitchManagerCompatibilityResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerCompatibilityResult {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -1477,6 +1541,14 @@ impl x::SchemaType for DistributedVirtualSwitchManagerCompatibilityResult {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerCompatibilityResult";
 }
 impl x::Structure for DistributedVirtualSwitchManagerCompatibilityResult {}
+impl Clone for DistributedVirtualSwitchManagerCompatibilityResult {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            error: x::clone_vec(&self.error),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchManagerCompatibilityResult {
     fn decode_field(
         &mut self,
@@ -1536,7 +1608,7 @@ impl x::Fields for DistributedVirtualSwitchManagerDvsProductSpec {
 /// `DistributedVirtualSwitchManagerHostArrayFilter` (extends `DistributedVirtualSwitchManagerHostDvsFilterSpec`).
 ///
 /// The fields of `DistributedVirtualSwitchManagerHostDvsFilterSpec` are in `distributed_virtual_switch_manager_host_dvs_filter_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerHostArrayFilter {
     /// The fields `DistributedVirtualSwitchManagerHostArrayFilter` inherits from `DistributedVirtualSwitchManagerHostDvsFilterSpec`.
     pub distributed_virtual_switch_manager_host_dvs_filter_spec: DistributedVirtualSwitchManagerHostDvsFilterSpec,
@@ -1547,6 +1619,16 @@ impl x::SchemaType for DistributedVirtualSwitchManagerHostArrayFilter {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerHostArrayFilter";
 }
 impl x::Structure for DistributedVirtualSwitchManagerHostArrayFilter {}
+impl Clone for DistributedVirtualSwitchManagerHostArrayFilter {
+    fn clone(&self) -> Self {
+        Self {
+            distributed_virtual_switch_manager_host_dvs_filter_spec: self
+                .distributed_virtual_switch_manager_host_dvs_filter_spec
+                .clone(),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl std::ops::Deref for DistributedVirtualSwitchManagerHostArrayFilter {
     type Target = DistributedVirtualSwitchManagerHostDvsFilterSpec;
     #[inline]
@@ -1756,7 +1838,7 @@ impl x::Fields for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
     }
 }
 /// `DistributedVirtualSwitchManagerImportResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerImportResult {
     /// `distributedVirtualSwitch`.
     pub distributed_virtual_switch: Vec<x::ManagedObjectReference>,
@@ -1769,6 +1851,17 @@ impl x::SchemaType for DistributedVirtualSwitchManagerImportResult {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerImportResult";
 }
 impl x::Structure for DistributedVirtualSwitchManagerImportResult {}
+impl Clone for DistributedVirtualSwitchManagerImportResult {
+    fn clone(&self) -> Self {
+        Self {
+            distributed_virtual_switch: x::clone_vec(&self.distributed_virtual_switch),
+            distributed_virtual_portgroup: x::clone_vec(
+                &self.distributed_virtual_portgroup,
+            ),
+            import_fault: x::clone_vec(&self.import_fault),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchManagerImportResult {
     fn decode_field(
         &mut self,
@@ -1797,7 +1890,7 @@ impl x::Fields for DistributedVirtualSwitchManagerImportResult {
 /// `DistributedVirtualSwitchManagerSpanInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchManagerSpanInfo {
     /// `ID`.
     ///
@@ -1816,6 +1909,15 @@ impl x::SchemaType for DistributedVirtualSwitchManagerSpanInfo {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchManagerSpanInfo";
 }
 impl x::Structure for DistributedVirtualSwitchManagerSpanInfo {}
+impl Clone for DistributedVirtualSwitchManagerSpanInfo {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            clusters: x::clone_vec(&self.clusters),
+            exclusive: self.exclusive,
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchManagerSpanInfo {
     fn decode_field(
         &mut self,
@@ -1845,7 +1947,7 @@ impl x::ArrayItem for DistributedVirtualSwitchManagerSpanInfo {
 /// `DistributedVirtualSwitchNetworkOffloadSpec` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchNetworkOffloadSpec {
     /// `id`.
     ///
@@ -1868,6 +1970,16 @@ impl x::SchemaType for DistributedVirtualSwitchNetworkOffloadSpec {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchNetworkOffloadSpec";
 }
 impl x::Structure for DistributedVirtualSwitchNetworkOffloadSpec {}
+impl Clone for DistributedVirtualSwitchNetworkOffloadSpec {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            types: x::clone_vec(&self.types),
+            dpu_capability: self.dpu_capability.clone(),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchNetworkOffloadSpec {
     fn decode_field(
         &mut self,
@@ -1983,7 +2095,7 @@ impl x::Fields for DistributedVirtualSwitchPortConnection {
     }
 }
 /// `DistributedVirtualSwitchPortCriteria` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DistributedVirtualSwitchPortCriteria {
     /// `connected`.
     pub connected: Option<bool>,
@@ -2008,6 +2120,21 @@ impl x::SchemaType for DistributedVirtualSwitchPortCriteria {
     const TYPE_NAME: &'static str = "DistributedVirtualSwitchPortCriteria";
 }
 impl x::Structure for DistributedVirtualSwitchPortCriteria {}
+impl Clone for DistributedVirtualSwitchPortCriteria {
+    fn clone(&self) -> Self {
+        Self {
+            connected: self.connected,
+            active: self.active,
+            uplink_port: self.uplink_port,
+            nsx_port: self.nsx_port,
+            scope: self.scope.clone(),
+            portgroup_key: x::clone_vec(&self.portgroup_key),
+            inside: self.inside,
+            port_key: x::clone_vec(&self.port_key),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl x::Fields for DistributedVirtualSwitchPortCriteria {
     fn decode_field(
         &mut self,

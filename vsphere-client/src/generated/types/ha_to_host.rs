@@ -46,7 +46,7 @@ impl x::Fields for HAErrorsAtDest {
 /// `HbrDiskMigrationAction` (extends `ClusterAction`).
 ///
 /// The fields of `ClusterAction` are in `cluster_action`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HbrDiskMigrationAction {
     /// The fields `HbrDiskMigrationAction` inherits from `ClusterAction`.
     pub cluster_action: ClusterAction,
@@ -79,6 +79,25 @@ impl x::SchemaType for HbrDiskMigrationAction {
     const TYPE_NAME: &'static str = "HbrDiskMigrationAction";
 }
 impl x::Structure for HbrDiskMigrationAction {}
+impl Clone for HbrDiskMigrationAction {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_action: self.cluster_action.clone(),
+            collection_id: self.collection_id.clone(),
+            collection_name: self.collection_name.clone(),
+            disk_ids: x::clone_vec(&self.disk_ids),
+            source: self.source.clone(),
+            destination: self.destination.clone(),
+            size_transferred: self.size_transferred,
+            space_util_src_before: self.space_util_src_before,
+            space_util_dst_before: self.space_util_dst_before,
+            space_util_src_after: self.space_util_src_after,
+            space_util_dst_after: self.space_util_dst_after,
+            io_latency_src_before: self.io_latency_src_before,
+            io_latency_dst_before: self.io_latency_dst_before,
+        }
+    }
+}
 impl std::ops::Deref for HbrDiskMigrationAction {
     type Target = ClusterAction;
     #[inline]
@@ -293,7 +312,7 @@ impl x::ArrayItem for HbrTargetSpec {
 /// `HbrTargetSpecReplacement` (extends `HbrReplicationTargetSpec`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HbrTargetSpecReplacement {
     /// `spec`.
     ///
@@ -304,6 +323,13 @@ impl x::SchemaType for HbrTargetSpecReplacement {
     const TYPE_NAME: &'static str = "HbrTargetSpecReplacement";
 }
 impl x::Structure for HbrTargetSpecReplacement {}
+impl Clone for HbrTargetSpecReplacement {
+    fn clone(&self) -> Self {
+        Self {
+            spec: x::clone_vec(&self.spec),
+        }
+    }
+}
 impl x::Fields for HbrTargetSpecReplacement {
     fn decode_field(
         &mut self,
@@ -697,7 +723,7 @@ impl x::ArrayItem for HostActiveDirectory {
 /// `HostActiveDirectoryInfo` (extends `HostDirectoryStoreInfo`).
 ///
 /// The fields of `HostDirectoryStoreInfo` are in `host_directory_store_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostActiveDirectoryInfo {
     /// The fields `HostActiveDirectoryInfo` inherits from `HostDirectoryStoreInfo`.
     pub host_directory_store_info: HostDirectoryStoreInfo,
@@ -714,6 +740,17 @@ impl x::SchemaType for HostActiveDirectoryInfo {
     const TYPE_NAME: &'static str = "HostActiveDirectoryInfo";
 }
 impl x::Structure for HostActiveDirectoryInfo {}
+impl Clone for HostActiveDirectoryInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host_directory_store_info: self.host_directory_store_info.clone(),
+            joined_domain: self.joined_domain.clone(),
+            trusted_domain: x::clone_vec(&self.trusted_domain),
+            domain_membership_status: self.domain_membership_status.clone(),
+            smart_card_authentication_enabled: self.smart_card_authentication_enabled,
+        }
+    }
+}
 impl std::ops::Deref for HostActiveDirectoryInfo {
     type Target = HostDirectoryStoreInfo;
     #[inline]
@@ -763,7 +800,7 @@ impl x::Fields for HostActiveDirectoryInfo {
     }
 }
 /// `HostActiveDirectorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostActiveDirectorySpec {
     /// `domainName`.
     pub domain_name: Option<String>,
@@ -788,6 +825,20 @@ impl x::SchemaType for HostActiveDirectorySpec {
     const TYPE_NAME: &'static str = "HostActiveDirectorySpec";
 }
 impl x::Structure for HostActiveDirectorySpec {}
+impl Clone for HostActiveDirectorySpec {
+    fn clone(&self) -> Self {
+        Self {
+            domain_name: self.domain_name.clone(),
+            user_name: self.user_name.clone(),
+            password: self.password.clone(),
+            cam_server: self.cam_server.clone(),
+            thumbprint: self.thumbprint.clone(),
+            certificate: self.certificate.clone(),
+            smart_card_authentication_enabled: self.smart_card_authentication_enabled,
+            smart_card_trust_anchors: x::clone_vec(&self.smart_card_trust_anchors),
+        }
+    }
+}
 impl x::Fields for HostActiveDirectorySpec {
     fn decode_field(
         &mut self,
@@ -994,7 +1045,7 @@ impl x::Fields for HostAdminEnableEvent {
 /// `HostApplyProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostApplyProfile {
     /// The fields `HostApplyProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -1025,6 +1076,24 @@ impl x::SchemaType for HostApplyProfile {
     const TYPE_NAME: &'static str = "HostApplyProfile";
 }
 impl x::Structure for HostApplyProfile {}
+impl Clone for HostApplyProfile {
+    fn clone(&self) -> Self {
+        Self {
+            apply_profile: self.apply_profile.clone(),
+            memory: self.memory.clone(),
+            storage: self.storage.clone(),
+            network: self.network.clone(),
+            datetime: self.datetime.clone(),
+            firewall: self.firewall.clone(),
+            security: self.security.clone(),
+            service: x::clone_vec(&self.service),
+            option: x::clone_vec(&self.option),
+            user_account: x::clone_vec(&self.user_account),
+            usergroup_account: x::clone_vec(&self.usergroup_account),
+            authentication: self.authentication.clone(),
+        }
+    }
+}
 impl std::ops::Deref for HostApplyProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -1140,7 +1209,7 @@ impl x::ArrayItem for HostAssignableHardwareBinding {
     const ITEM_TAG: &'static str = "HostAssignableHardwareBinding";
 }
 /// `HostAssignableHardwareConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostAssignableHardwareConfig {
     /// `attributeOverride`.
     pub attribute_override: Vec<HostAssignableHardwareConfigAttributeOverride>,
@@ -1149,6 +1218,13 @@ impl x::SchemaType for HostAssignableHardwareConfig {
     const TYPE_NAME: &'static str = "HostAssignableHardwareConfig";
 }
 impl x::Structure for HostAssignableHardwareConfig {}
+impl Clone for HostAssignableHardwareConfig {
+    fn clone(&self) -> Self {
+        Self {
+            attribute_override: x::clone_vec(&self.attribute_override),
+        }
+    }
+}
 impl x::Fields for HostAssignableHardwareConfig {
     fn decode_field(
         &mut self,
@@ -1208,7 +1284,7 @@ impl x::ArrayItem for HostAssignableHardwareConfigAttributeOverride {
 /// `HostAuthenticationInfo` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostAuthenticationInfo {
     /// `principal`.
     ///
@@ -1227,6 +1303,15 @@ impl x::SchemaType for HostAuthenticationInfo {
     const TYPE_NAME: &'static str = "HostAuthenticationInfo";
 }
 impl x::Structure for HostAuthenticationInfo {}
+impl Clone for HostAuthenticationInfo {
+    fn clone(&self) -> Self {
+        Self {
+            principal: self.principal.clone(),
+            owner_tag: self.owner_tag.clone(),
+            ssl_certificates: x::clone_vec(&self.ssl_certificates),
+        }
+    }
+}
 impl x::Fields for HostAuthenticationInfo {
     fn decode_field(
         &mut self,
@@ -1254,7 +1339,7 @@ impl x::ArrayItem for HostAuthenticationInfo {
     const ITEM_TAG: &'static str = "HostAuthenticationInfo";
 }
 /// `HostAuthenticationManagerInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostAuthenticationManagerInfo {
     /// `authConfig`.
     pub auth_config: Vec<AnyHostAuthenticationStoreInfo>,
@@ -1263,6 +1348,13 @@ impl x::SchemaType for HostAuthenticationManagerInfo {
     const TYPE_NAME: &'static str = "HostAuthenticationManagerInfo";
 }
 impl x::Structure for HostAuthenticationManagerInfo {}
+impl Clone for HostAuthenticationManagerInfo {
+    fn clone(&self) -> Self {
+        Self {
+            auth_config: x::clone_vec(&self.auth_config),
+        }
+    }
+}
 impl x::Fields for HostAuthenticationManagerInfo {
     fn decode_field(
         &mut self,
@@ -1310,7 +1402,7 @@ impl x::Fields for HostAuthenticationStoreInfo {
     }
 }
 /// `HostAutoStartManagerConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostAutoStartManagerConfig {
     /// `defaults`.
     pub defaults: Option<AutoStartDefaults>,
@@ -1321,6 +1413,14 @@ impl x::SchemaType for HostAutoStartManagerConfig {
     const TYPE_NAME: &'static str = "HostAutoStartManagerConfig";
 }
 impl x::Structure for HostAutoStartManagerConfig {}
+impl Clone for HostAutoStartManagerConfig {
+    fn clone(&self) -> Self {
+        Self {
+            defaults: self.defaults.clone(),
+            power_info: x::clone_vec(&self.power_info),
+        }
+    }
+}
 impl x::Fields for HostAutoStartManagerConfig {
     fn decode_field(
         &mut self,
@@ -1496,7 +1596,7 @@ impl x::ArrayItem for HostBootDevice {
     const ITEM_TAG: &'static str = "HostBootDevice";
 }
 /// `HostBootDeviceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostBootDeviceInfo {
     /// `bootDevices`.
     pub boot_devices: Vec<HostBootDevice>,
@@ -1507,6 +1607,14 @@ impl x::SchemaType for HostBootDeviceInfo {
     const TYPE_NAME: &'static str = "HostBootDeviceInfo";
 }
 impl x::Structure for HostBootDeviceInfo {}
+impl Clone for HostBootDeviceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            boot_devices: x::clone_vec(&self.boot_devices),
+            current_boot_device_key: self.current_boot_device_key.clone(),
+        }
+    }
+}
 impl x::Fields for HostBootDeviceInfo {
     fn decode_field(
         &mut self,
@@ -1590,1501 +1698,5 @@ impl x::Fields for HostCacheConfigurationSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastore", &self.datastore);
         w.write("swapSize", &self.swap_size);
-    }
-}
-/// `HostCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCapability {
-    /// `recursiveResourcePoolsSupported`.
-    pub recursive_resource_pools_supported: bool,
-    /// `cpuMemoryResourceConfigurationSupported`.
-    pub cpu_memory_resource_configuration_supported: bool,
-    /// `rebootSupported`.
-    pub reboot_supported: bool,
-    /// `shutdownSupported`.
-    pub shutdown_supported: bool,
-    /// `vmotionSupported`.
-    pub vmotion_supported: bool,
-    /// `standbySupported`.
-    pub standby_supported: bool,
-    /// `ipmiSupported`.
-    pub ipmi_supported: Option<bool>,
-    /// `maxSupportedVMs`.
-    pub max_supported_vms: Option<i32>,
-    /// `maxRunningVMs`.
-    pub max_running_vms: Option<i32>,
-    /// `maxSupportedVcpus`.
-    pub max_supported_vcpus: Option<i32>,
-    /// `maxRegisteredVMs`.
-    pub max_registered_vms: Option<i32>,
-    /// `datastorePrincipalSupported`.
-    pub datastore_principal_supported: bool,
-    /// `sanSupported`.
-    pub san_supported: bool,
-    /// `nfsSupported`.
-    pub nfs_supported: bool,
-    /// `iscsiSupported`.
-    pub iscsi_supported: bool,
-    /// `vlanTaggingSupported`.
-    pub vlan_tagging_supported: bool,
-    /// `nicTeamingSupported`.
-    pub nic_teaming_supported: bool,
-    /// `highGuestMemSupported`.
-    pub high_guest_mem_supported: bool,
-    /// `maintenanceModeSupported`.
-    pub maintenance_mode_supported: bool,
-    /// `suspendedRelocateSupported`.
-    pub suspended_relocate_supported: bool,
-    /// `restrictedSnapshotRelocateSupported`.
-    pub restricted_snapshot_relocate_supported: bool,
-    /// `perVmSwapFiles`.
-    pub per_vm_swap_files: bool,
-    /// `localSwapDatastoreSupported`.
-    pub local_swap_datastore_supported: bool,
-    /// `unsharedSwapVMotionSupported`.
-    pub unshared_swap_vmotion_supported: bool,
-    /// `backgroundSnapshotsSupported`.
-    pub background_snapshots_supported: bool,
-    /// `preAssignedPCIUnitNumbersSupported`.
-    pub pre_assigned_pci_unit_numbers_supported: bool,
-    /// `screenshotSupported`.
-    pub screenshot_supported: bool,
-    /// `scaledScreenshotSupported`.
-    pub scaled_screenshot_supported: bool,
-    /// `storageVMotionSupported`.
-    pub storage_vmotion_supported: Option<bool>,
-    /// `vmotionWithStorageVMotionSupported`.
-    pub vmotion_with_storage_vmotion_supported: Option<bool>,
-    /// `vmotionAcrossNetworkSupported`.
-    pub vmotion_across_network_supported: Option<bool>,
-    /// `maxNumDisksSVMotion`.
-    pub max_num_disks_sv_motion: Option<i32>,
-    /// `maxVirtualDiskDescVersionSupported`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub max_virtual_disk_desc_version_supported: Option<i32>,
-    /// `hbrNicSelectionSupported`.
-    pub hbr_nic_selection_supported: Option<bool>,
-    /// `vrNfcNicSelectionSupported`.
-    pub vr_nfc_nic_selection_supported: Option<bool>,
-    /// `recordReplaySupported`.
-    pub record_replay_supported: Option<bool>,
-    /// `ftSupported`.
-    pub ft_supported: Option<bool>,
-    /// `replayUnsupportedReason`.
-    pub replay_unsupported_reason: Option<String>,
-    /// `replayCompatibilityIssues`.
-    pub replay_compatibility_issues: Vec<String>,
-    /// `smpFtSupported`.
-    pub smp_ft_supported: Option<bool>,
-    /// `ftCompatibilityIssues`.
-    pub ft_compatibility_issues: Vec<String>,
-    /// `smpFtCompatibilityIssues`.
-    pub smp_ft_compatibility_issues: Vec<String>,
-    /// `maxVcpusPerFtVm`.
-    pub max_vcpus_per_ft_vm: Option<i32>,
-    /// `loginBySSLThumbprintSupported`.
-    pub login_by_ssl_thumbprint_supported: Option<bool>,
-    /// `cloneFromSnapshotSupported`.
-    pub clone_from_snapshot_supported: Option<bool>,
-    /// `deltaDiskBackingsSupported`.
-    pub delta_disk_backings_supported: Option<bool>,
-    /// `perVMNetworkTrafficShapingSupported`.
-    pub per_vm_network_traffic_shaping_supported: Option<bool>,
-    /// `tpmSupported`.
-    pub tpm_supported: Option<bool>,
-    /// `tpmVersion`.
-    pub tpm_version: Option<String>,
-    /// `txtEnabled`.
-    pub txt_enabled: Option<bool>,
-    /// `drtmType`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub drtm_type: Option<String>,
-    /// `supportedCpuFeature`.
-    pub supported_cpu_feature: Vec<HostCpuIdInfo>,
-    /// `virtualExecUsageSupported`.
-    pub virtual_exec_usage_supported: Option<bool>,
-    /// `storageIORMSupported`.
-    pub storage_iorm_supported: Option<bool>,
-    /// `vmDirectPathGen2Supported`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `vmDirectPathGen2UnsupportedReason`.
-    pub vm_direct_path_gen2_unsupported_reason: Vec<String>,
-    /// `vmDirectPathGen2UnsupportedReasonExtended`.
-    pub vm_direct_path_gen2_unsupported_reason_extended: Option<String>,
-    /// `supportedVmfsMajorVersion`.
-    pub supported_vmfs_major_version: Vec<i32>,
-    /// `vStorageCapable`.
-    pub vstorage_capable: Option<bool>,
-    /// `snapshotRelayoutSupported`.
-    pub snapshot_relayout_supported: Option<bool>,
-    /// `firewallIpRulesSupported`.
-    pub firewall_ip_rules_supported: Option<bool>,
-    /// `servicePackageInfoSupported`.
-    pub service_package_info_supported: Option<bool>,
-    /// `maxHostRunningVms`.
-    pub max_host_running_vms: Option<i32>,
-    /// `maxHostSupportedVcpus`.
-    pub max_host_supported_vcpus: Option<i32>,
-    /// `vmfsDatastoreMountCapable`.
-    pub vmfs_datastore_mount_capable: Option<bool>,
-    /// `eightPlusHostVmfsSharedAccessSupported`.
-    pub eight_plus_host_vmfs_shared_access_supported: Option<bool>,
-    /// `nestedHVSupported`.
-    pub nested_hv_supported: Option<bool>,
-    /// `vPMCSupported`.
-    pub vpmc_supported: Option<bool>,
-    /// `interVMCommunicationThroughVMCISupported`.
-    pub inter_vm_communication_through_vmci_supported: Option<bool>,
-    /// `scheduledHardwareUpgradeSupported`.
-    pub scheduled_hardware_upgrade_supported: Option<bool>,
-    /// `featureCapabilitiesSupported`.
-    pub feature_capabilities_supported: Option<bool>,
-    /// `latencySensitivitySupported`.
-    pub latency_sensitivity_supported: Option<bool>,
-    /// `storagePolicySupported`.
-    pub storage_policy_supported: Option<bool>,
-    /// `accel3dSupported`.
-    pub accel3d_supported: Option<bool>,
-    /// `reliableMemoryAware`.
-    pub reliable_memory_aware: Option<bool>,
-    /// `multipleNetworkStackInstanceSupported`.
-    pub multiple_network_stack_instance_supported: Option<bool>,
-    /// `messageBusProxySupported`.
-    pub message_bus_proxy_supported: Option<bool>,
-    /// `vsanSupported`.
-    pub vsan_supported: Option<bool>,
-    /// `vFlashSupported`.
-    pub vflash_supported: Option<bool>,
-    /// `hostAccessManagerSupported`.
-    pub host_access_manager_supported: Option<bool>,
-    /// `provisioningNicSelectionSupported`.
-    pub provisioning_nic_selection_supported: Option<bool>,
-    /// `nfs41Supported`.
-    pub nfs41_supported: Option<bool>,
-    /// `nfs41Krb5iSupported`.
-    pub nfs41_krb5i_supported: Option<bool>,
-    /// `turnDiskLocatorLedSupported`.
-    pub turn_disk_locator_led_supported: Option<bool>,
-    /// `virtualVolumeDatastoreSupported`.
-    pub virtual_volume_datastore_supported: Option<bool>,
-    /// `markAsSsdSupported`.
-    pub mark_as_ssd_supported: Option<bool>,
-    /// `markAsLocalSupported`.
-    pub mark_as_local_supported: Option<bool>,
-    /// `smartCardAuthenticationSupported`.
-    pub smart_card_authentication_supported: Option<bool>,
-    /// `pMemSupported`.
-    pub p_mem_supported: Option<bool>,
-    /// `pMemSnapshotSupported`.
-    pub p_mem_snapshot_supported: Option<bool>,
-    /// `cryptoSupported`.
-    pub crypto_supported: Option<bool>,
-    /// `oneKVolumeAPIsSupported`.
-    pub one_k_volume_apis_supported: Option<bool>,
-    /// `gatewayOnNicSupported`.
-    pub gateway_on_nic_supported: Option<bool>,
-    /// `upitSupported`.
-    pub upit_supported: Option<bool>,
-    /// `cpuHwMmuSupported`.
-    pub cpu_hw_mmu_supported: Option<bool>,
-    /// `encryptedVMotionSupported`.
-    pub encrypted_vmotion_supported: Option<bool>,
-    /// `encryptionChangeOnAddRemoveSupported`.
-    pub encryption_change_on_add_remove_supported: Option<bool>,
-    /// `encryptionHotOperationSupported`.
-    pub encryption_hot_operation_supported: Option<bool>,
-    /// `encryptionWithSnapshotsSupported`.
-    pub encryption_with_snapshots_supported: Option<bool>,
-    /// `encryptionFaultToleranceSupported`.
-    pub encryption_fault_tolerance_supported: Option<bool>,
-    /// `encryptionMemorySaveSupported`.
-    pub encryption_memory_save_supported: Option<bool>,
-    /// `encryptionRDMSupported`.
-    pub encryption_rdm_supported: Option<bool>,
-    /// `encryptionVFlashSupported`.
-    pub encryption_vflash_supported: Option<bool>,
-    /// `encryptionCBRCSupported`.
-    pub encryption_cbrc_supported: Option<bool>,
-    /// `encryptionHBRSupported`.
-    pub encryption_hbr_supported: Option<bool>,
-    /// `ftEfiSupported`.
-    pub ft_efi_supported: Option<bool>,
-    /// `unmapMethodSupported`.
-    pub unmap_method_supported: Option<String>,
-    /// `maxMemMBPerFtVm`.
-    pub max_mem_mb_per_ft_vm: Option<i32>,
-    /// `virtualMmuUsageIgnored`.
-    pub virtual_mmu_usage_ignored: Option<bool>,
-    /// `virtualExecUsageIgnored`.
-    pub virtual_exec_usage_ignored: Option<bool>,
-    /// `vmCreateDateSupported`.
-    pub vm_create_date_supported: Option<bool>,
-    /// `vmfs3EOLSupported`.
-    pub vmfs3_eol_supported: Option<bool>,
-    /// `ftVmcpSupported`.
-    pub ft_vmcp_supported: Option<bool>,
-    /// `quickBootSupported`.
-    pub quick_boot_supported: Option<bool>,
-    /// `encryptedFtSupported`.
-    pub encrypted_ft_supported: Option<bool>,
-    /// `assignableHardwareSupported`.
-    pub assignable_hardware_supported: Option<bool>,
-    /// `suspendToMemorySupported`.
-    pub suspend_to_memory_supported: Option<bool>,
-    /// `useFeatureReqsForOldHWv`.
-    pub use_feature_reqs_for_old_h_wv: Option<bool>,
-    /// `markPerenniallyReservedSupported`.
-    pub mark_perennially_reserved_supported: Option<bool>,
-    /// `hppPspSupported`.
-    pub hpp_psp_supported: Option<bool>,
-    /// `deviceRebindWithoutRebootSupported`.
-    pub device_rebind_without_reboot_supported: Option<bool>,
-    /// `storagePolicyChangeSupported`.
-    pub storage_policy_change_supported: Option<bool>,
-    /// `precisionTimeProtocolSupported`.
-    pub precision_time_protocol_supported: Option<bool>,
-    /// `remoteDeviceVMotionSupported`.
-    pub remote_device_vmotion_supported: Option<bool>,
-    /// `maxSupportedVmMemory`.
-    pub max_supported_vm_memory: Option<i32>,
-    /// `ahDeviceHintsSupported`.
-    pub ah_device_hints_supported: Option<bool>,
-    /// `nvmeOverTcpSupported`.
-    pub nvme_over_tcp_supported: Option<bool>,
-    /// `nvmeStorageFabricServicesSupported`.
-    pub nvme_storage_fabric_services_supported: Option<bool>,
-    /// `assignHwPciConfigSupported`.
-    pub assign_hw_pci_config_supported: Option<bool>,
-    /// `timeConfigSupported`.
-    pub time_config_supported: Option<bool>,
-    /// `nvmeBatchOperationsSupported`.
-    pub nvme_batch_operations_supported: Option<bool>,
-    /// `pMemFailoverSupported`.
-    pub p_mem_failover_supported: Option<bool>,
-    /// `hostConfigEncryptionSupported`.
-    pub host_config_encryption_supported: Option<bool>,
-    /// `maxSupportedSimultaneousThreads`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub max_supported_simultaneous_threads: Option<i32>,
-    /// `ptpConfigSupported`.
-    pub ptp_config_supported: Option<bool>,
-    /// `maxSupportedPtpPorts`.
-    pub max_supported_ptp_ports: Option<i32>,
-    /// `sgxRegistrationSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sgx_registration_supported: Option<bool>,
-    /// `pMemIndependentSnapshotSupported`.
-    pub p_mem_independent_snapshot_supported: Option<bool>,
-    /// `iommuSLDirtyCapable`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub iommu_sl_dirty_capable: Option<bool>,
-    /// `vmknicBindingSupported`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_binding_supported: Option<bool>,
-    /// `ultralowFixedUnmapSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub ultralow_fixed_unmap_supported: Option<bool>,
-    /// `nvmeVvolSupported`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub nvme_vvol_supported: Option<bool>,
-    /// `fptHotplugSupported`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub fpt_hotplug_supported: Option<bool>,
-    /// `mconnectSupported`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub mconnect_supported: Option<bool>,
-    /// `vsanNicMgmtSupported`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vsan_nic_mgmt_supported: Option<bool>,
-    /// `vvolNQNSupported`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub vvol_nqn_supported: Option<bool>,
-    /// `stretchedSCSupported`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub stretched_sc_supported: Option<bool>,
-    /// `vmknicBindingOnNFSv41`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub vmknic_binding_on_nf_sv41: Option<bool>,
-    /// `vpStatusCheckSupported`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub vp_status_check_supported: Option<bool>,
-    /// `e2e4knSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub e2e4kn_supported: Option<bool>,
-    /// `vsanDedicatedVmkNicSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub vsan_dedicated_vmk_nic_supported: Option<bool>,
-    /// `nConnectSupported`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub n_connect_supported: Option<bool>,
-    /// `userKeySupported`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub user_key_supported: Option<bool>,
-    /// `ndcmSupported`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub ndcm_supported: Option<bool>,
-    /// `uefiSecureBoot`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub uefi_secure_boot: Option<bool>,
-    /// `vpxdVmxGenerationSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub vpxd_vmx_generation_supported: Option<bool>,
-    /// `nfs41Krb5pSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub nfs41_krb5p_supported: Option<bool>,
-    /// `cimSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub cim_supported: Option<bool>,
-    /// `npivSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub npiv_supported: Option<bool>,
-    /// `entitlementSupported`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub entitlement_supported: Option<bool>,
-    /// `monitorUnrestricted`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub monitor_unrestricted: Option<bool>,
-    /// `vnetworkingNicSelectionSupported`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub vnetworking_nic_selection_supported: Option<bool>,
-    /// `directPathInfoSupported`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_info_supported: Option<bool>,
-    /// `fcdLinkedCloneSupported`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub fcd_linked_clone_supported: Option<bool>,
-    /// `ehvQuickBootSupported`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub ehv_quick_boot_supported: Option<bool>,
-    /// `nestedHvTieringEnabled`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub nested_hv_tiering_enabled: Option<bool>,
-}
-impl x::SchemaType for HostCapability {
-    const TYPE_NAME: &'static str = "HostCapability";
-}
-impl x::Structure for HostCapability {}
-impl x::Fields for HostCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "recursiveResourcePoolsSupported" => {
-                r.read(&mut self.recursive_resource_pools_supported)
-            }
-            "cpuMemoryResourceConfigurationSupported" => {
-                r.read(&mut self.cpu_memory_resource_configuration_supported)
-            }
-            "rebootSupported" => r.read(&mut self.reboot_supported),
-            "shutdownSupported" => r.read(&mut self.shutdown_supported),
-            "vmotionSupported" => r.read(&mut self.vmotion_supported),
-            "standbySupported" => r.read(&mut self.standby_supported),
-            "ipmiSupported" => r.read_opt(&mut self.ipmi_supported),
-            "maxSupportedVMs" => r.read_opt(&mut self.max_supported_vms),
-            "maxRunningVMs" => r.read_opt(&mut self.max_running_vms),
-            "maxSupportedVcpus" => r.read_opt(&mut self.max_supported_vcpus),
-            "maxRegisteredVMs" => r.read_opt(&mut self.max_registered_vms),
-            "datastorePrincipalSupported" => {
-                r.read(&mut self.datastore_principal_supported)
-            }
-            "sanSupported" => r.read(&mut self.san_supported),
-            "nfsSupported" => r.read(&mut self.nfs_supported),
-            "iscsiSupported" => r.read(&mut self.iscsi_supported),
-            "vlanTaggingSupported" => r.read(&mut self.vlan_tagging_supported),
-            "nicTeamingSupported" => r.read(&mut self.nic_teaming_supported),
-            "highGuestMemSupported" => r.read(&mut self.high_guest_mem_supported),
-            "maintenanceModeSupported" => r.read(&mut self.maintenance_mode_supported),
-            "suspendedRelocateSupported" => {
-                r.read(&mut self.suspended_relocate_supported)
-            }
-            "restrictedSnapshotRelocateSupported" => {
-                r.read(&mut self.restricted_snapshot_relocate_supported)
-            }
-            "perVmSwapFiles" => r.read(&mut self.per_vm_swap_files),
-            "localSwapDatastoreSupported" => {
-                r.read(&mut self.local_swap_datastore_supported)
-            }
-            "unsharedSwapVMotionSupported" => {
-                r.read(&mut self.unshared_swap_vmotion_supported)
-            }
-            "backgroundSnapshotsSupported" => {
-                r.read(&mut self.background_snapshots_supported)
-            }
-            "preAssignedPCIUnitNumbersSupported" => {
-                r.read(&mut self.pre_assigned_pci_unit_numbers_supported)
-            }
-            "screenshotSupported" => r.read(&mut self.screenshot_supported),
-            "scaledScreenshotSupported" => r.read(&mut self.scaled_screenshot_supported),
-            "storageVMotionSupported" => r.read_opt(&mut self.storage_vmotion_supported),
-            "vmotionWithStorageVMotionSupported" => {
-                r.read_opt(&mut self.vmotion_with_storage_vmotion_supported)
-            }
-            "vmotionAcrossNetworkSupported" => {
-                r.read_opt(&mut self.vmotion_across_network_supported)
-            }
-            "maxNumDisksSVMotion" => r.read_opt(&mut self.max_num_disks_sv_motion),
-            "maxVirtualDiskDescVersionSupported" => {
-                r.read_opt(&mut self.max_virtual_disk_desc_version_supported)
-            }
-            "hbrNicSelectionSupported" => {
-                r.read_opt(&mut self.hbr_nic_selection_supported)
-            }
-            "vrNfcNicSelectionSupported" => {
-                r.read_opt(&mut self.vr_nfc_nic_selection_supported)
-            }
-            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported),
-            "ftSupported" => r.read_opt(&mut self.ft_supported),
-            "replayUnsupportedReason" => r.read_opt(&mut self.replay_unsupported_reason),
-            "replayCompatibilityIssues" => {
-                r.read_push(&mut self.replay_compatibility_issues)
-            }
-            "smpFtSupported" => r.read_opt(&mut self.smp_ft_supported),
-            "ftCompatibilityIssues" => r.read_push(&mut self.ft_compatibility_issues),
-            "smpFtCompatibilityIssues" => {
-                r.read_push(&mut self.smp_ft_compatibility_issues)
-            }
-            "maxVcpusPerFtVm" => r.read_opt(&mut self.max_vcpus_per_ft_vm),
-            "loginBySSLThumbprintSupported" => {
-                r.read_opt(&mut self.login_by_ssl_thumbprint_supported)
-            }
-            "cloneFromSnapshotSupported" => {
-                r.read_opt(&mut self.clone_from_snapshot_supported)
-            }
-            "deltaDiskBackingsSupported" => {
-                r.read_opt(&mut self.delta_disk_backings_supported)
-            }
-            "perVMNetworkTrafficShapingSupported" => {
-                r.read_opt(&mut self.per_vm_network_traffic_shaping_supported)
-            }
-            "tpmSupported" => r.read_opt(&mut self.tpm_supported),
-            "tpmVersion" => r.read_opt(&mut self.tpm_version),
-            "txtEnabled" => r.read_opt(&mut self.txt_enabled),
-            "drtmType" => r.read_opt(&mut self.drtm_type),
-            "supportedCpuFeature" => r.read_push(&mut self.supported_cpu_feature),
-            "virtualExecUsageSupported" => {
-                r.read_opt(&mut self.virtual_exec_usage_supported)
-            }
-            "storageIORMSupported" => r.read_opt(&mut self.storage_iorm_supported),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "vmDirectPathGen2UnsupportedReason" => {
-                r.read_push(&mut self.vm_direct_path_gen2_unsupported_reason)
-            }
-            "vmDirectPathGen2UnsupportedReasonExtended" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_unsupported_reason_extended)
-            }
-            "supportedVmfsMajorVersion" => {
-                r.read_push(&mut self.supported_vmfs_major_version)
-            }
-            "vStorageCapable" => r.read_opt(&mut self.vstorage_capable),
-            "snapshotRelayoutSupported" => {
-                r.read_opt(&mut self.snapshot_relayout_supported)
-            }
-            "firewallIpRulesSupported" => {
-                r.read_opt(&mut self.firewall_ip_rules_supported)
-            }
-            "servicePackageInfoSupported" => {
-                r.read_opt(&mut self.service_package_info_supported)
-            }
-            "maxHostRunningVms" => r.read_opt(&mut self.max_host_running_vms),
-            "maxHostSupportedVcpus" => r.read_opt(&mut self.max_host_supported_vcpus),
-            "vmfsDatastoreMountCapable" => {
-                r.read_opt(&mut self.vmfs_datastore_mount_capable)
-            }
-            "eightPlusHostVmfsSharedAccessSupported" => {
-                r.read_opt(&mut self.eight_plus_host_vmfs_shared_access_supported)
-            }
-            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
-            "vPMCSupported" => r.read_opt(&mut self.vpmc_supported),
-            "interVMCommunicationThroughVMCISupported" => {
-                r.read_opt(&mut self.inter_vm_communication_through_vmci_supported)
-            }
-            "scheduledHardwareUpgradeSupported" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_supported)
-            }
-            "featureCapabilitiesSupported" => {
-                r.read_opt(&mut self.feature_capabilities_supported)
-            }
-            "latencySensitivitySupported" => {
-                r.read_opt(&mut self.latency_sensitivity_supported)
-            }
-            "storagePolicySupported" => r.read_opt(&mut self.storage_policy_supported),
-            "accel3dSupported" => r.read_opt(&mut self.accel3d_supported),
-            "reliableMemoryAware" => r.read_opt(&mut self.reliable_memory_aware),
-            "multipleNetworkStackInstanceSupported" => {
-                r.read_opt(&mut self.multiple_network_stack_instance_supported)
-            }
-            "messageBusProxySupported" => {
-                r.read_opt(&mut self.message_bus_proxy_supported)
-            }
-            "vsanSupported" => r.read_opt(&mut self.vsan_supported),
-            "vFlashSupported" => r.read_opt(&mut self.vflash_supported),
-            "hostAccessManagerSupported" => {
-                r.read_opt(&mut self.host_access_manager_supported)
-            }
-            "provisioningNicSelectionSupported" => {
-                r.read_opt(&mut self.provisioning_nic_selection_supported)
-            }
-            "nfs41Supported" => r.read_opt(&mut self.nfs41_supported),
-            "nfs41Krb5iSupported" => r.read_opt(&mut self.nfs41_krb5i_supported),
-            "turnDiskLocatorLedSupported" => {
-                r.read_opt(&mut self.turn_disk_locator_led_supported)
-            }
-            "virtualVolumeDatastoreSupported" => {
-                r.read_opt(&mut self.virtual_volume_datastore_supported)
-            }
-            "markAsSsdSupported" => r.read_opt(&mut self.mark_as_ssd_supported),
-            "markAsLocalSupported" => r.read_opt(&mut self.mark_as_local_supported),
-            "smartCardAuthenticationSupported" => {
-                r.read_opt(&mut self.smart_card_authentication_supported)
-            }
-            "pMemSupported" => r.read_opt(&mut self.p_mem_supported),
-            "pMemSnapshotSupported" => r.read_opt(&mut self.p_mem_snapshot_supported),
-            "cryptoSupported" => r.read_opt(&mut self.crypto_supported),
-            "oneKVolumeAPIsSupported" => {
-                r.read_opt(&mut self.one_k_volume_apis_supported)
-            }
-            "gatewayOnNicSupported" => r.read_opt(&mut self.gateway_on_nic_supported),
-            "upitSupported" => r.read_opt(&mut self.upit_supported),
-            "cpuHwMmuSupported" => r.read_opt(&mut self.cpu_hw_mmu_supported),
-            "encryptedVMotionSupported" => {
-                r.read_opt(&mut self.encrypted_vmotion_supported)
-            }
-            "encryptionChangeOnAddRemoveSupported" => {
-                r.read_opt(&mut self.encryption_change_on_add_remove_supported)
-            }
-            "encryptionHotOperationSupported" => {
-                r.read_opt(&mut self.encryption_hot_operation_supported)
-            }
-            "encryptionWithSnapshotsSupported" => {
-                r.read_opt(&mut self.encryption_with_snapshots_supported)
-            }
-            "encryptionFaultToleranceSupported" => {
-                r.read_opt(&mut self.encryption_fault_tolerance_supported)
-            }
-            "encryptionMemorySaveSupported" => {
-                r.read_opt(&mut self.encryption_memory_save_supported)
-            }
-            "encryptionRDMSupported" => r.read_opt(&mut self.encryption_rdm_supported),
-            "encryptionVFlashSupported" => {
-                r.read_opt(&mut self.encryption_vflash_supported)
-            }
-            "encryptionCBRCSupported" => r.read_opt(&mut self.encryption_cbrc_supported),
-            "encryptionHBRSupported" => r.read_opt(&mut self.encryption_hbr_supported),
-            "ftEfiSupported" => r.read_opt(&mut self.ft_efi_supported),
-            "unmapMethodSupported" => r.read_opt(&mut self.unmap_method_supported),
-            "maxMemMBPerFtVm" => r.read_opt(&mut self.max_mem_mb_per_ft_vm),
-            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored),
-            "virtualExecUsageIgnored" => r.read_opt(&mut self.virtual_exec_usage_ignored),
-            "vmCreateDateSupported" => r.read_opt(&mut self.vm_create_date_supported),
-            "vmfs3EOLSupported" => r.read_opt(&mut self.vmfs3_eol_supported),
-            "ftVmcpSupported" => r.read_opt(&mut self.ft_vmcp_supported),
-            "quickBootSupported" => r.read_opt(&mut self.quick_boot_supported),
-            "encryptedFtSupported" => r.read_opt(&mut self.encrypted_ft_supported),
-            "assignableHardwareSupported" => {
-                r.read_opt(&mut self.assignable_hardware_supported)
-            }
-            "suspendToMemorySupported" => {
-                r.read_opt(&mut self.suspend_to_memory_supported)
-            }
-            "useFeatureReqsForOldHWv" => {
-                r.read_opt(&mut self.use_feature_reqs_for_old_h_wv)
-            }
-            "markPerenniallyReservedSupported" => {
-                r.read_opt(&mut self.mark_perennially_reserved_supported)
-            }
-            "hppPspSupported" => r.read_opt(&mut self.hpp_psp_supported),
-            "deviceRebindWithoutRebootSupported" => {
-                r.read_opt(&mut self.device_rebind_without_reboot_supported)
-            }
-            "storagePolicyChangeSupported" => {
-                r.read_opt(&mut self.storage_policy_change_supported)
-            }
-            "precisionTimeProtocolSupported" => {
-                r.read_opt(&mut self.precision_time_protocol_supported)
-            }
-            "remoteDeviceVMotionSupported" => {
-                r.read_opt(&mut self.remote_device_vmotion_supported)
-            }
-            "maxSupportedVmMemory" => r.read_opt(&mut self.max_supported_vm_memory),
-            "ahDeviceHintsSupported" => r.read_opt(&mut self.ah_device_hints_supported),
-            "nvmeOverTcpSupported" => r.read_opt(&mut self.nvme_over_tcp_supported),
-            "nvmeStorageFabricServicesSupported" => {
-                r.read_opt(&mut self.nvme_storage_fabric_services_supported)
-            }
-            "assignHwPciConfigSupported" => {
-                r.read_opt(&mut self.assign_hw_pci_config_supported)
-            }
-            "timeConfigSupported" => r.read_opt(&mut self.time_config_supported),
-            "nvmeBatchOperationsSupported" => {
-                r.read_opt(&mut self.nvme_batch_operations_supported)
-            }
-            "pMemFailoverSupported" => r.read_opt(&mut self.p_mem_failover_supported),
-            "hostConfigEncryptionSupported" => {
-                r.read_opt(&mut self.host_config_encryption_supported)
-            }
-            "maxSupportedSimultaneousThreads" => {
-                r.read_opt(&mut self.max_supported_simultaneous_threads)
-            }
-            "ptpConfigSupported" => r.read_opt(&mut self.ptp_config_supported),
-            "maxSupportedPtpPorts" => r.read_opt(&mut self.max_supported_ptp_ports),
-            "sgxRegistrationSupported" => {
-                r.read_opt(&mut self.sgx_registration_supported)
-            }
-            "pMemIndependentSnapshotSupported" => {
-                r.read_opt(&mut self.p_mem_independent_snapshot_supported)
-            }
-            "iommuSLDirtyCapable" => r.read_opt(&mut self.iommu_sl_dirty_capable),
-            "vmknicBindingSupported" => r.read_opt(&mut self.vmknic_binding_supported),
-            "ultralowFixedUnmapSupported" => {
-                r.read_opt(&mut self.ultralow_fixed_unmap_supported)
-            }
-            "nvmeVvolSupported" => r.read_opt(&mut self.nvme_vvol_supported),
-            "fptHotplugSupported" => r.read_opt(&mut self.fpt_hotplug_supported),
-            "mconnectSupported" => r.read_opt(&mut self.mconnect_supported),
-            "vsanNicMgmtSupported" => r.read_opt(&mut self.vsan_nic_mgmt_supported),
-            "vvolNQNSupported" => r.read_opt(&mut self.vvol_nqn_supported),
-            "stretchedSCSupported" => r.read_opt(&mut self.stretched_sc_supported),
-            "vmknicBindingOnNFSv41" => r.read_opt(&mut self.vmknic_binding_on_nf_sv41),
-            "vpStatusCheckSupported" => r.read_opt(&mut self.vp_status_check_supported),
-            "e2e4knSupported" => r.read_opt(&mut self.e2e4kn_supported),
-            "vsanDedicatedVmkNicSupported" => {
-                r.read_opt(&mut self.vsan_dedicated_vmk_nic_supported)
-            }
-            "nConnectSupported" => r.read_opt(&mut self.n_connect_supported),
-            "userKeySupported" => r.read_opt(&mut self.user_key_supported),
-            "ndcmSupported" => r.read_opt(&mut self.ndcm_supported),
-            "uefiSecureBoot" => r.read_opt(&mut self.uefi_secure_boot),
-            "vpxdVmxGenerationSupported" => {
-                r.read_opt(&mut self.vpxd_vmx_generation_supported)
-            }
-            "nfs41Krb5pSupported" => r.read_opt(&mut self.nfs41_krb5p_supported),
-            "cimSupported" => r.read_opt(&mut self.cim_supported),
-            "npivSupported" => r.read_opt(&mut self.npiv_supported),
-            "entitlementSupported" => r.read_opt(&mut self.entitlement_supported),
-            "monitorUnrestricted" => r.read_opt(&mut self.monitor_unrestricted),
-            "vnetworkingNicSelectionSupported" => {
-                r.read_opt(&mut self.vnetworking_nic_selection_supported)
-            }
-            "directPathInfoSupported" => r.read_opt(&mut self.direct_path_info_supported),
-            "fcdLinkedCloneSupported" => r.read_opt(&mut self.fcd_linked_clone_supported),
-            "ehvQuickBootSupported" => r.read_opt(&mut self.ehv_quick_boot_supported),
-            "nestedHvTieringEnabled" => r.read_opt(&mut self.nested_hv_tiering_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write(
-            "recursiveResourcePoolsSupported",
-            &self.recursive_resource_pools_supported,
-        );
-        w.write(
-            "cpuMemoryResourceConfigurationSupported",
-            &self.cpu_memory_resource_configuration_supported,
-        );
-        w.write("rebootSupported", &self.reboot_supported);
-        w.write("shutdownSupported", &self.shutdown_supported);
-        w.write("vmotionSupported", &self.vmotion_supported);
-        w.write("standbySupported", &self.standby_supported);
-        w.write_opt("ipmiSupported", &self.ipmi_supported);
-        w.write_opt("maxSupportedVMs", &self.max_supported_vms);
-        w.write_opt("maxRunningVMs", &self.max_running_vms);
-        w.write_opt("maxSupportedVcpus", &self.max_supported_vcpus);
-        w.write_opt("maxRegisteredVMs", &self.max_registered_vms);
-        w.write("datastorePrincipalSupported", &self.datastore_principal_supported);
-        w.write("sanSupported", &self.san_supported);
-        w.write("nfsSupported", &self.nfs_supported);
-        w.write("iscsiSupported", &self.iscsi_supported);
-        w.write("vlanTaggingSupported", &self.vlan_tagging_supported);
-        w.write("nicTeamingSupported", &self.nic_teaming_supported);
-        w.write("highGuestMemSupported", &self.high_guest_mem_supported);
-        w.write("maintenanceModeSupported", &self.maintenance_mode_supported);
-        w.write("suspendedRelocateSupported", &self.suspended_relocate_supported);
-        w.write(
-            "restrictedSnapshotRelocateSupported",
-            &self.restricted_snapshot_relocate_supported,
-        );
-        w.write("perVmSwapFiles", &self.per_vm_swap_files);
-        w.write("localSwapDatastoreSupported", &self.local_swap_datastore_supported);
-        w.write("unsharedSwapVMotionSupported", &self.unshared_swap_vmotion_supported);
-        w.write("backgroundSnapshotsSupported", &self.background_snapshots_supported);
-        w.write(
-            "preAssignedPCIUnitNumbersSupported",
-            &self.pre_assigned_pci_unit_numbers_supported,
-        );
-        w.write("screenshotSupported", &self.screenshot_supported);
-        w.write("scaledScreenshotSupported", &self.scaled_screenshot_supported);
-        w.write_opt("storageVMotionSupported", &self.storage_vmotion_supported);
-        w.write_opt(
-            "vmotionWithStorageVMotionSupported",
-            &self.vmotion_with_storage_vmotion_supported,
-        );
-        w.write_opt(
-            "vmotionAcrossNetworkSupported",
-            &self.vmotion_across_network_supported,
-        );
-        w.write_opt("maxNumDisksSVMotion", &self.max_num_disks_sv_motion);
-        if w
-            .since(
-                0x0800_0100,
-                "HostCapability.maxVirtualDiskDescVersionSupported",
-                self.max_virtual_disk_desc_version_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "maxVirtualDiskDescVersionSupported",
-                &self.max_virtual_disk_desc_version_supported,
-            );
-        }
-        w.write_opt("hbrNicSelectionSupported", &self.hbr_nic_selection_supported);
-        w.write_opt("vrNfcNicSelectionSupported", &self.vr_nfc_nic_selection_supported);
-        w.write_opt("recordReplaySupported", &self.record_replay_supported);
-        w.write_opt("ftSupported", &self.ft_supported);
-        w.write_opt("replayUnsupportedReason", &self.replay_unsupported_reason);
-        w.write_vec("replayCompatibilityIssues", &self.replay_compatibility_issues);
-        w.write_opt("smpFtSupported", &self.smp_ft_supported);
-        w.write_vec("ftCompatibilityIssues", &self.ft_compatibility_issues);
-        w.write_vec("smpFtCompatibilityIssues", &self.smp_ft_compatibility_issues);
-        w.write_opt("maxVcpusPerFtVm", &self.max_vcpus_per_ft_vm);
-        w.write_opt(
-            "loginBySSLThumbprintSupported",
-            &self.login_by_ssl_thumbprint_supported,
-        );
-        w.write_opt("cloneFromSnapshotSupported", &self.clone_from_snapshot_supported);
-        w.write_opt("deltaDiskBackingsSupported", &self.delta_disk_backings_supported);
-        w.write_opt(
-            "perVMNetworkTrafficShapingSupported",
-            &self.per_vm_network_traffic_shaping_supported,
-        );
-        w.write_opt("tpmSupported", &self.tpm_supported);
-        w.write_opt("tpmVersion", &self.tpm_version);
-        w.write_opt("txtEnabled", &self.txt_enabled);
-        if w.since(0x0901_0000, "HostCapability.drtmType", self.drtm_type.is_some()) {
-            w.write_opt("drtmType", &self.drtm_type);
-        }
-        w.write_vec("supportedCpuFeature", &self.supported_cpu_feature);
-        w.write_opt("virtualExecUsageSupported", &self.virtual_exec_usage_supported);
-        w.write_opt("storageIORMSupported", &self.storage_iorm_supported);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_vec(
-            "vmDirectPathGen2UnsupportedReason",
-            &self.vm_direct_path_gen2_unsupported_reason,
-        );
-        w.write_opt(
-            "vmDirectPathGen2UnsupportedReasonExtended",
-            &self.vm_direct_path_gen2_unsupported_reason_extended,
-        );
-        w.write_vec("supportedVmfsMajorVersion", &self.supported_vmfs_major_version);
-        w.write_opt("vStorageCapable", &self.vstorage_capable);
-        w.write_opt("snapshotRelayoutSupported", &self.snapshot_relayout_supported);
-        w.write_opt("firewallIpRulesSupported", &self.firewall_ip_rules_supported);
-        w.write_opt("servicePackageInfoSupported", &self.service_package_info_supported);
-        w.write_opt("maxHostRunningVms", &self.max_host_running_vms);
-        w.write_opt("maxHostSupportedVcpus", &self.max_host_supported_vcpus);
-        w.write_opt("vmfsDatastoreMountCapable", &self.vmfs_datastore_mount_capable);
-        w.write_opt(
-            "eightPlusHostVmfsSharedAccessSupported",
-            &self.eight_plus_host_vmfs_shared_access_supported,
-        );
-        w.write_opt("nestedHVSupported", &self.nested_hv_supported);
-        w.write_opt("vPMCSupported", &self.vpmc_supported);
-        w.write_opt(
-            "interVMCommunicationThroughVMCISupported",
-            &self.inter_vm_communication_through_vmci_supported,
-        );
-        w.write_opt(
-            "scheduledHardwareUpgradeSupported",
-            &self.scheduled_hardware_upgrade_supported,
-        );
-        w.write_opt(
-            "featureCapabilitiesSupported",
-            &self.feature_capabilities_supported,
-        );
-        w.write_opt("latencySensitivitySupported", &self.latency_sensitivity_supported);
-        w.write_opt("storagePolicySupported", &self.storage_policy_supported);
-        w.write_opt("accel3dSupported", &self.accel3d_supported);
-        w.write_opt("reliableMemoryAware", &self.reliable_memory_aware);
-        w.write_opt(
-            "multipleNetworkStackInstanceSupported",
-            &self.multiple_network_stack_instance_supported,
-        );
-        w.write_opt("messageBusProxySupported", &self.message_bus_proxy_supported);
-        w.write_opt("vsanSupported", &self.vsan_supported);
-        w.write_opt("vFlashSupported", &self.vflash_supported);
-        w.write_opt("hostAccessManagerSupported", &self.host_access_manager_supported);
-        w.write_opt(
-            "provisioningNicSelectionSupported",
-            &self.provisioning_nic_selection_supported,
-        );
-        w.write_opt("nfs41Supported", &self.nfs41_supported);
-        w.write_opt("nfs41Krb5iSupported", &self.nfs41_krb5i_supported);
-        w.write_opt(
-            "turnDiskLocatorLedSupported",
-            &self.turn_disk_locator_led_supported,
-        );
-        w.write_opt(
-            "virtualVolumeDatastoreSupported",
-            &self.virtual_volume_datastore_supported,
-        );
-        w.write_opt("markAsSsdSupported", &self.mark_as_ssd_supported);
-        w.write_opt("markAsLocalSupported", &self.mark_as_local_supported);
-        w.write_opt(
-            "smartCardAuthenticationSupported",
-            &self.smart_card_authentication_supported,
-        );
-        w.write_opt("pMemSupported", &self.p_mem_supported);
-        w.write_opt("pMemSnapshotSupported", &self.p_mem_snapshot_supported);
-        w.write_opt("cryptoSupported", &self.crypto_supported);
-        w.write_opt("oneKVolumeAPIsSupported", &self.one_k_volume_apis_supported);
-        w.write_opt("gatewayOnNicSupported", &self.gateway_on_nic_supported);
-        w.write_opt("upitSupported", &self.upit_supported);
-        w.write_opt("cpuHwMmuSupported", &self.cpu_hw_mmu_supported);
-        w.write_opt("encryptedVMotionSupported", &self.encrypted_vmotion_supported);
-        w.write_opt(
-            "encryptionChangeOnAddRemoveSupported",
-            &self.encryption_change_on_add_remove_supported,
-        );
-        w.write_opt(
-            "encryptionHotOperationSupported",
-            &self.encryption_hot_operation_supported,
-        );
-        w.write_opt(
-            "encryptionWithSnapshotsSupported",
-            &self.encryption_with_snapshots_supported,
-        );
-        w.write_opt(
-            "encryptionFaultToleranceSupported",
-            &self.encryption_fault_tolerance_supported,
-        );
-        w.write_opt(
-            "encryptionMemorySaveSupported",
-            &self.encryption_memory_save_supported,
-        );
-        w.write_opt("encryptionRDMSupported", &self.encryption_rdm_supported);
-        w.write_opt("encryptionVFlashSupported", &self.encryption_vflash_supported);
-        w.write_opt("encryptionCBRCSupported", &self.encryption_cbrc_supported);
-        w.write_opt("encryptionHBRSupported", &self.encryption_hbr_supported);
-        w.write_opt("ftEfiSupported", &self.ft_efi_supported);
-        w.write_opt("unmapMethodSupported", &self.unmap_method_supported);
-        w.write_opt("maxMemMBPerFtVm", &self.max_mem_mb_per_ft_vm);
-        w.write_opt("virtualMmuUsageIgnored", &self.virtual_mmu_usage_ignored);
-        w.write_opt("virtualExecUsageIgnored", &self.virtual_exec_usage_ignored);
-        w.write_opt("vmCreateDateSupported", &self.vm_create_date_supported);
-        w.write_opt("vmfs3EOLSupported", &self.vmfs3_eol_supported);
-        w.write_opt("ftVmcpSupported", &self.ft_vmcp_supported);
-        w.write_opt("quickBootSupported", &self.quick_boot_supported);
-        w.write_opt("encryptedFtSupported", &self.encrypted_ft_supported);
-        w.write_opt("assignableHardwareSupported", &self.assignable_hardware_supported);
-        w.write_opt("suspendToMemorySupported", &self.suspend_to_memory_supported);
-        w.write_opt("useFeatureReqsForOldHWv", &self.use_feature_reqs_for_old_h_wv);
-        w.write_opt(
-            "markPerenniallyReservedSupported",
-            &self.mark_perennially_reserved_supported,
-        );
-        w.write_opt("hppPspSupported", &self.hpp_psp_supported);
-        w.write_opt(
-            "deviceRebindWithoutRebootSupported",
-            &self.device_rebind_without_reboot_supported,
-        );
-        w.write_opt(
-            "storagePolicyChangeSupported",
-            &self.storage_policy_change_supported,
-        );
-        w.write_opt(
-            "precisionTimeProtocolSupported",
-            &self.precision_time_protocol_supported,
-        );
-        w.write_opt(
-            "remoteDeviceVMotionSupported",
-            &self.remote_device_vmotion_supported,
-        );
-        w.write_opt("maxSupportedVmMemory", &self.max_supported_vm_memory);
-        w.write_opt("ahDeviceHintsSupported", &self.ah_device_hints_supported);
-        w.write_opt("nvmeOverTcpSupported", &self.nvme_over_tcp_supported);
-        w.write_opt(
-            "nvmeStorageFabricServicesSupported",
-            &self.nvme_storage_fabric_services_supported,
-        );
-        w.write_opt("assignHwPciConfigSupported", &self.assign_hw_pci_config_supported);
-        w.write_opt("timeConfigSupported", &self.time_config_supported);
-        w.write_opt(
-            "nvmeBatchOperationsSupported",
-            &self.nvme_batch_operations_supported,
-        );
-        w.write_opt("pMemFailoverSupported", &self.p_mem_failover_supported);
-        w.write_opt(
-            "hostConfigEncryptionSupported",
-            &self.host_config_encryption_supported,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "HostCapability.maxSupportedSimultaneousThreads",
-                self.max_supported_simultaneous_threads.is_some(),
-            )
-        {
-            w.write_opt(
-                "maxSupportedSimultaneousThreads",
-                &self.max_supported_simultaneous_threads,
-            );
-        }
-        w.write_opt("ptpConfigSupported", &self.ptp_config_supported);
-        w.write_opt("maxSupportedPtpPorts", &self.max_supported_ptp_ports);
-        if w
-            .since(
-                0x0800_0001,
-                "HostCapability.sgxRegistrationSupported",
-                self.sgx_registration_supported.is_some(),
-            )
-        {
-            w.write_opt("sgxRegistrationSupported", &self.sgx_registration_supported);
-        }
-        w.write_opt(
-            "pMemIndependentSnapshotSupported",
-            &self.p_mem_independent_snapshot_supported,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "HostCapability.iommuSLDirtyCapable",
-                self.iommu_sl_dirty_capable.is_some(),
-            )
-        {
-            w.write_opt("iommuSLDirtyCapable", &self.iommu_sl_dirty_capable);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostCapability.vmknicBindingSupported",
-                self.vmknic_binding_supported.is_some(),
-            )
-        {
-            w.write_opt("vmknicBindingSupported", &self.vmknic_binding_supported);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "HostCapability.ultralowFixedUnmapSupported",
-                self.ultralow_fixed_unmap_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "ultralowFixedUnmapSupported",
-                &self.ultralow_fixed_unmap_supported,
-            );
-        }
-        if w
-            .since(
-                0x0800_0000,
-                "HostCapability.nvmeVvolSupported",
-                self.nvme_vvol_supported.is_some(),
-            )
-        {
-            w.write_opt("nvmeVvolSupported", &self.nvme_vvol_supported);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostCapability.fptHotplugSupported",
-                self.fpt_hotplug_supported.is_some(),
-            )
-        {
-            w.write_opt("fptHotplugSupported", &self.fpt_hotplug_supported);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostCapability.mconnectSupported",
-                self.mconnect_supported.is_some(),
-            )
-        {
-            w.write_opt("mconnectSupported", &self.mconnect_supported);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostCapability.vsanNicMgmtSupported",
-                self.vsan_nic_mgmt_supported.is_some(),
-            )
-        {
-            w.write_opt("vsanNicMgmtSupported", &self.vsan_nic_mgmt_supported);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostCapability.vvolNQNSupported",
-                self.vvol_nqn_supported.is_some(),
-            )
-        {
-            w.write_opt("vvolNQNSupported", &self.vvol_nqn_supported);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.stretchedSCSupported",
-                self.stretched_sc_supported.is_some(),
-            )
-        {
-            w.write_opt("stretchedSCSupported", &self.stretched_sc_supported);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.vmknicBindingOnNFSv41",
-                self.vmknic_binding_on_nf_sv41.is_some(),
-            )
-        {
-            w.write_opt("vmknicBindingOnNFSv41", &self.vmknic_binding_on_nf_sv41);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.vpStatusCheckSupported",
-                self.vp_status_check_supported.is_some(),
-            )
-        {
-            w.write_opt("vpStatusCheckSupported", &self.vp_status_check_supported);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.e2e4knSupported",
-                self.e2e4kn_supported.is_some(),
-            )
-        {
-            w.write_opt("e2e4knSupported", &self.e2e4kn_supported);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.vsanDedicatedVmkNicSupported",
-                self.vsan_dedicated_vmk_nic_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "vsanDedicatedVmkNicSupported",
-                &self.vsan_dedicated_vmk_nic_supported,
-            );
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.nConnectSupported",
-                self.n_connect_supported.is_some(),
-            )
-        {
-            w.write_opt("nConnectSupported", &self.n_connect_supported);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.userKeySupported",
-                self.user_key_supported.is_some(),
-            )
-        {
-            w.write_opt("userKeySupported", &self.user_key_supported);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.ndcmSupported",
-                self.ndcm_supported.is_some(),
-            )
-        {
-            w.write_opt("ndcmSupported", &self.ndcm_supported);
-        }
-        if w
-            .since(
-                0x0800_0300,
-                "HostCapability.uefiSecureBoot",
-                self.uefi_secure_boot.is_some(),
-            )
-        {
-            w.write_opt("uefiSecureBoot", &self.uefi_secure_boot);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.vpxdVmxGenerationSupported",
-                self.vpxd_vmx_generation_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "vpxdVmxGenerationSupported",
-                &self.vpxd_vmx_generation_supported,
-            );
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.nfs41Krb5pSupported",
-                self.nfs41_krb5p_supported.is_some(),
-            )
-        {
-            w.write_opt("nfs41Krb5pSupported", &self.nfs41_krb5p_supported);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.cimSupported",
-                self.cim_supported.is_some(),
-            )
-        {
-            w.write_opt("cimSupported", &self.cim_supported);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.npivSupported",
-                self.npiv_supported.is_some(),
-            )
-        {
-            w.write_opt("npivSupported", &self.npiv_supported);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostCapability.entitlementSupported",
-                self.entitlement_supported.is_some(),
-            )
-        {
-            w.write_opt("entitlementSupported", &self.entitlement_supported);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCapability.monitorUnrestricted",
-                self.monitor_unrestricted.is_some(),
-            )
-        {
-            w.write_opt("monitorUnrestricted", &self.monitor_unrestricted);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCapability.vnetworkingNicSelectionSupported",
-                self.vnetworking_nic_selection_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "vnetworkingNicSelectionSupported",
-                &self.vnetworking_nic_selection_supported,
-            );
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCapability.directPathInfoSupported",
-                self.direct_path_info_supported.is_some(),
-            )
-        {
-            w.write_opt("directPathInfoSupported", &self.direct_path_info_supported);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCapability.fcdLinkedCloneSupported",
-                self.fcd_linked_clone_supported.is_some(),
-            )
-        {
-            w.write_opt("fcdLinkedCloneSupported", &self.fcd_linked_clone_supported);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCapability.ehvQuickBootSupported",
-                self.ehv_quick_boot_supported.is_some(),
-            )
-        {
-            w.write_opt("ehvQuickBootSupported", &self.ehv_quick_boot_supported);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCapability.nestedHvTieringEnabled",
-                self.nested_hv_tiering_enabled.is_some(),
-            )
-        {
-            w.write_opt("nestedHvTieringEnabled", &self.nested_hv_tiering_enabled);
-        }
-    }
-}
-/// `HostCertificateManagerCertificateInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCertificateManagerCertificateInfo {
-    /// `kind`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub kind: Option<String>,
-    /// `issuer`.
-    pub issuer: Option<String>,
-    /// `notBefore`.
-    pub not_before: Option<x::DateTime>,
-    /// `notAfter`.
-    pub not_after: Option<x::DateTime>,
-    /// `subject`.
-    pub subject: Option<String>,
-    /// `status`.
-    pub status: String,
-}
-impl x::SchemaType for HostCertificateManagerCertificateInfo {
-    const TYPE_NAME: &'static str = "HostCertificateManagerCertificateInfo";
-}
-impl x::Structure for HostCertificateManagerCertificateInfo {}
-impl x::Fields for HostCertificateManagerCertificateInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "kind" => r.read_opt(&mut self.kind),
-            "issuer" => r.read_opt(&mut self.issuer),
-            "notBefore" => r.read_opt(&mut self.not_before),
-            "notAfter" => r.read_opt(&mut self.not_after),
-            "subject" => r.read_opt(&mut self.subject),
-            "status" => r.read(&mut self.status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        if w
-            .since(
-                0x0800_0100,
-                "HostCertificateManagerCertificateInfo.kind",
-                self.kind.is_some(),
-            )
-        {
-            w.write_opt("kind", &self.kind);
-        }
-        w.write_opt("issuer", &self.issuer);
-        w.write_opt("notBefore", &self.not_before);
-        w.write_opt("notAfter", &self.not_after);
-        w.write_opt("subject", &self.subject);
-        w.write("status", &self.status);
-    }
-}
-impl x::ArrayItem for HostCertificateManagerCertificateInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCertificateManagerCertificateInfo";
-    const ITEM_TAG: &'static str = "HostCertificateManagerCertificateInfo";
-}
-/// `HostCertificateManagerCertificateSpec` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.1.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCertificateManagerCertificateSpec {
-    /// `kind`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub kind: String,
-    /// `subjectAlternativeNames`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub subject_alternative_names: Vec<String>,
-    /// `cryptoAlgorithm`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub crypto_algorithm: Option<String>,
-}
-impl x::SchemaType for HostCertificateManagerCertificateSpec {
-    const TYPE_NAME: &'static str = "HostCertificateManagerCertificateSpec";
-}
-impl x::Structure for HostCertificateManagerCertificateSpec {}
-impl x::Fields for HostCertificateManagerCertificateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "kind" => r.read(&mut self.kind),
-            "subjectAlternativeNames" => r.read_push(&mut self.subject_alternative_names),
-            "cryptoAlgorithm" => r.read_opt(&mut self.crypto_algorithm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0100, "type HostCertificateManagerCertificateSpec", true);
-        w.write("kind", &self.kind);
-        if w
-            .since(
-                0x0900_0000,
-                "HostCertificateManagerCertificateSpec.subjectAlternativeNames",
-                !self.subject_alternative_names.is_empty(),
-            )
-        {
-            w.write_vec("subjectAlternativeNames", &self.subject_alternative_names);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostCertificateManagerCertificateSpec.cryptoAlgorithm",
-                self.crypto_algorithm.is_some(),
-            )
-        {
-            w.write_opt("cryptoAlgorithm", &self.crypto_algorithm);
-        }
-    }
-}
-/// `HostCnxFailedAccountFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedAccountFailedEvent {
-    /// The fields `HostCnxFailedAccountFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostCnxFailedAccountFailedEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedAccountFailedEvent";
-}
-impl x::Structure for HostCnxFailedAccountFailedEvent {}
-impl std::ops::Deref for HostCnxFailedAccountFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostCnxFailedAccountFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostCnxFailedAccountFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostCnxFailedAlreadyManagedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedAlreadyManagedEvent {
-    /// The fields `HostCnxFailedAlreadyManagedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `serverName`.
-    pub server_name: String,
-}
-impl x::SchemaType for HostCnxFailedAlreadyManagedEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedAlreadyManagedEvent";
-}
-impl x::Structure for HostCnxFailedAlreadyManagedEvent {}
-impl std::ops::Deref for HostCnxFailedAlreadyManagedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostCnxFailedAlreadyManagedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostCnxFailedAlreadyManagedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serverName" => r.read(&mut self.server_name),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("serverName", &self.server_name);
-    }
-}
-/// `HostCnxFailedBadCcagentEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedBadCcagentEvent {
-    /// The fields `HostCnxFailedBadCcagentEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostCnxFailedBadCcagentEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedBadCcagentEvent";
-}
-impl x::Structure for HostCnxFailedBadCcagentEvent {}
-impl std::ops::Deref for HostCnxFailedBadCcagentEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostCnxFailedBadCcagentEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostCnxFailedBadCcagentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
     }
 }

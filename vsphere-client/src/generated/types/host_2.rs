@@ -5,6 +5,2347 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostConfigManager` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConfigManager {
+    /// `cpuScheduler`.
+    pub cpu_scheduler: Option<x::ManagedObjectReference>,
+    /// `datastoreSystem`.
+    pub datastore_system: Option<x::ManagedObjectReference>,
+    /// `memoryManager`.
+    pub memory_manager: Option<x::ManagedObjectReference>,
+    /// `storageSystem`.
+    pub storage_system: Option<x::ManagedObjectReference>,
+    /// `networkSystem`.
+    pub network_system: Option<x::ManagedObjectReference>,
+    /// `vmotionSystem`.
+    pub vmotion_system: Option<x::ManagedObjectReference>,
+    /// `virtualNicManager`.
+    pub virtual_nic_manager: Option<x::ManagedObjectReference>,
+    /// `serviceSystem`.
+    pub service_system: Option<x::ManagedObjectReference>,
+    /// `firewallSystem`.
+    pub firewall_system: Option<x::ManagedObjectReference>,
+    /// `advancedOption`.
+    pub advanced_option: Option<x::ManagedObjectReference>,
+    /// `diagnosticSystem`.
+    pub diagnostic_system: Option<x::ManagedObjectReference>,
+    /// `autoStartManager`.
+    pub auto_start_manager: Option<x::ManagedObjectReference>,
+    /// `snmpSystem`.
+    pub snmp_system: Option<x::ManagedObjectReference>,
+    /// `dateTimeSystem`.
+    pub date_time_system: Option<x::ManagedObjectReference>,
+    /// `patchManager`.
+    pub patch_manager: Option<x::ManagedObjectReference>,
+    /// `imageConfigManager`.
+    pub image_config_manager: Option<x::ManagedObjectReference>,
+    /// `bootDeviceSystem`.
+    pub boot_device_system: Option<x::ManagedObjectReference>,
+    /// `firmwareSystem`.
+    pub firmware_system: Option<x::ManagedObjectReference>,
+    /// `healthStatusSystem`.
+    pub health_status_system: Option<x::ManagedObjectReference>,
+    /// `pciPassthruSystem`.
+    pub pci_passthru_system: Option<x::ManagedObjectReference>,
+    /// `licenseManager`.
+    pub license_manager: Option<x::ManagedObjectReference>,
+    /// `kernelModuleSystem`.
+    pub kernel_module_system: Option<x::ManagedObjectReference>,
+    /// `authenticationManager`.
+    pub authentication_manager: Option<x::ManagedObjectReference>,
+    /// `powerSystem`.
+    pub power_system: Option<x::ManagedObjectReference>,
+    /// `cacheConfigurationManager`.
+    pub cache_configuration_manager: Option<x::ManagedObjectReference>,
+    /// `esxAgentHostManager`.
+    pub esx_agent_host_manager: Option<x::ManagedObjectReference>,
+    /// `iscsiManager`.
+    pub iscsi_manager: Option<x::ManagedObjectReference>,
+    /// `vFlashManager`.
+    pub vflash_manager: Option<x::ManagedObjectReference>,
+    /// `vsanSystem`.
+    pub vsan_system: Option<x::ManagedObjectReference>,
+    /// `messageBusProxy`.
+    pub message_bus_proxy: Option<x::ManagedObjectReference>,
+    /// `userDirectory`.
+    pub user_directory: Option<x::ManagedObjectReference>,
+    /// `accountManager`.
+    pub account_manager: Option<x::ManagedObjectReference>,
+    /// `hostAccessManager`.
+    pub host_access_manager: Option<x::ManagedObjectReference>,
+    /// `graphicsManager`.
+    pub graphics_manager: Option<x::ManagedObjectReference>,
+    /// `vsanInternalSystem`.
+    pub vsan_internal_system: Option<x::ManagedObjectReference>,
+    /// `certificateManager`.
+    pub certificate_manager: Option<x::ManagedObjectReference>,
+    /// `cryptoManager`.
+    pub crypto_manager: Option<x::ManagedObjectReference>,
+    /// `nvdimmSystem`.
+    pub nvdimm_system: Option<x::ManagedObjectReference>,
+    /// `assignableHardwareManager`.
+    pub assignable_hardware_manager: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostConfigManager {
+    const TYPE_NAME: &'static str = "HostConfigManager";
+}
+impl x::Structure for HostConfigManager {}
+impl x::Fields for HostConfigManager {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "datastoreSystem" => r.read_opt(&mut self.datastore_system),
+            "memoryManager" => r.read_opt(&mut self.memory_manager),
+            "storageSystem" => r.read_opt(&mut self.storage_system),
+            "networkSystem" => r.read_opt(&mut self.network_system),
+            "vmotionSystem" => r.read_opt(&mut self.vmotion_system),
+            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager),
+            "serviceSystem" => r.read_opt(&mut self.service_system),
+            "firewallSystem" => r.read_opt(&mut self.firewall_system),
+            "advancedOption" => r.read_opt(&mut self.advanced_option),
+            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system),
+            "autoStartManager" => r.read_opt(&mut self.auto_start_manager),
+            "snmpSystem" => r.read_opt(&mut self.snmp_system),
+            "dateTimeSystem" => r.read_opt(&mut self.date_time_system),
+            "patchManager" => r.read_opt(&mut self.patch_manager),
+            "imageConfigManager" => r.read_opt(&mut self.image_config_manager),
+            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system),
+            "firmwareSystem" => r.read_opt(&mut self.firmware_system),
+            "healthStatusSystem" => r.read_opt(&mut self.health_status_system),
+            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system),
+            "licenseManager" => r.read_opt(&mut self.license_manager),
+            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system),
+            "authenticationManager" => r.read_opt(&mut self.authentication_manager),
+            "powerSystem" => r.read_opt(&mut self.power_system),
+            "cacheConfigurationManager" => {
+                r.read_opt(&mut self.cache_configuration_manager)
+            }
+            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
+            "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
+            "vFlashManager" => r.read_opt(&mut self.vflash_manager),
+            "vsanSystem" => r.read_opt(&mut self.vsan_system),
+            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
+            "userDirectory" => r.read_opt(&mut self.user_directory),
+            "accountManager" => r.read_opt(&mut self.account_manager),
+            "hostAccessManager" => r.read_opt(&mut self.host_access_manager),
+            "graphicsManager" => r.read_opt(&mut self.graphics_manager),
+            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system),
+            "certificateManager" => r.read_opt(&mut self.certificate_manager),
+            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
+            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system),
+            "assignableHardwareManager" => {
+                r.read_opt(&mut self.assignable_hardware_manager)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("cpuScheduler", &self.cpu_scheduler);
+        w.write_opt("datastoreSystem", &self.datastore_system);
+        w.write_opt("memoryManager", &self.memory_manager);
+        w.write_opt("storageSystem", &self.storage_system);
+        w.write_opt("networkSystem", &self.network_system);
+        w.write_opt("vmotionSystem", &self.vmotion_system);
+        w.write_opt("virtualNicManager", &self.virtual_nic_manager);
+        w.write_opt("serviceSystem", &self.service_system);
+        w.write_opt("firewallSystem", &self.firewall_system);
+        w.write_opt("advancedOption", &self.advanced_option);
+        w.write_opt("diagnosticSystem", &self.diagnostic_system);
+        w.write_opt("autoStartManager", &self.auto_start_manager);
+        w.write_opt("snmpSystem", &self.snmp_system);
+        w.write_opt("dateTimeSystem", &self.date_time_system);
+        w.write_opt("patchManager", &self.patch_manager);
+        w.write_opt("imageConfigManager", &self.image_config_manager);
+        w.write_opt("bootDeviceSystem", &self.boot_device_system);
+        w.write_opt("firmwareSystem", &self.firmware_system);
+        w.write_opt("healthStatusSystem", &self.health_status_system);
+        w.write_opt("pciPassthruSystem", &self.pci_passthru_system);
+        w.write_opt("licenseManager", &self.license_manager);
+        w.write_opt("kernelModuleSystem", &self.kernel_module_system);
+        w.write_opt("authenticationManager", &self.authentication_manager);
+        w.write_opt("powerSystem", &self.power_system);
+        w.write_opt("cacheConfigurationManager", &self.cache_configuration_manager);
+        w.write_opt("esxAgentHostManager", &self.esx_agent_host_manager);
+        w.write_opt("iscsiManager", &self.iscsi_manager);
+        w.write_opt("vFlashManager", &self.vflash_manager);
+        w.write_opt("vsanSystem", &self.vsan_system);
+        w.write_opt("messageBusProxy", &self.message_bus_proxy);
+        w.write_opt("userDirectory", &self.user_directory);
+        w.write_opt("accountManager", &self.account_manager);
+        w.write_opt("hostAccessManager", &self.host_access_manager);
+        w.write_opt("graphicsManager", &self.graphics_manager);
+        w.write_opt("vsanInternalSystem", &self.vsan_internal_system);
+        w.write_opt("certificateManager", &self.certificate_manager);
+        w.write_opt("cryptoManager", &self.crypto_manager);
+        w.write_opt("nvdimmSystem", &self.nvdimm_system);
+        w.write_opt("assignableHardwareManager", &self.assignable_hardware_manager);
+    }
+}
+/// `HostConfigSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostConfigSpec {
+    /// `nasDatastore`.
+    pub nas_datastore: Vec<HostNasVolumeConfig>,
+    /// `network`.
+    pub network: Option<HostNetworkConfig>,
+    /// `nicTypeSelection`.
+    pub nic_type_selection: Vec<HostVirtualNicManagerNicTypeSelection>,
+    /// `service`.
+    pub service: Vec<HostServiceConfig>,
+    /// `firewall`.
+    pub firewall: Option<HostFirewallConfig>,
+    /// `option`.
+    pub option: Vec<AnyOptionValue>,
+    /// `datastorePrincipal`.
+    pub datastore_principal: Option<String>,
+    /// `datastorePrincipalPasswd`.
+    pub datastore_principal_passwd: Option<String>,
+    /// `datetime`.
+    pub datetime: Option<HostDateTimeConfig>,
+    /// `storageDevice`.
+    pub storage_device: Option<HostStorageDeviceInfo>,
+    /// `license`.
+    pub license: Option<HostLicenseSpec>,
+    /// `security`.
+    pub security: Option<HostSecuritySpec>,
+    /// `userAccount`.
+    pub user_account: Vec<AnyHostAccountSpec>,
+    /// `usergroupAccount`.
+    pub usergroup_account: Vec<AnyHostAccountSpec>,
+    /// `memory`.
+    pub memory: Option<HostMemorySpec>,
+    /// `activeDirectory`.
+    pub active_directory: Vec<HostActiveDirectory>,
+    /// `genericConfig`.
+    pub generic_config: Vec<KeyAnyValue>,
+    /// `graphicsConfig`.
+    pub graphics_config: Option<HostGraphicsConfig>,
+    /// `assignableHardwareConfig`.
+    pub assignable_hardware_config: Option<HostAssignableHardwareConfig>,
+}
+impl x::SchemaType for HostConfigSpec {
+    const TYPE_NAME: &'static str = "HostConfigSpec";
+}
+impl x::Structure for HostConfigSpec {}
+impl Clone for HostConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            nas_datastore: x::clone_vec(&self.nas_datastore),
+            network: self.network.clone(),
+            nic_type_selection: x::clone_vec(&self.nic_type_selection),
+            service: x::clone_vec(&self.service),
+            firewall: self.firewall.clone(),
+            option: x::clone_vec(&self.option),
+            datastore_principal: self.datastore_principal.clone(),
+            datastore_principal_passwd: self.datastore_principal_passwd.clone(),
+            datetime: self.datetime.clone(),
+            storage_device: self.storage_device.clone(),
+            license: self.license.clone(),
+            security: self.security.clone(),
+            user_account: x::clone_vec(&self.user_account),
+            usergroup_account: x::clone_vec(&self.usergroup_account),
+            memory: self.memory.clone(),
+            active_directory: x::clone_vec(&self.active_directory),
+            generic_config: x::clone_vec(&self.generic_config),
+            graphics_config: self.graphics_config.clone(),
+            assignable_hardware_config: self.assignable_hardware_config.clone(),
+        }
+    }
+}
+impl x::Fields for HostConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nasDatastore" => r.read_push(&mut self.nas_datastore),
+            "network" => r.read_opt(&mut self.network),
+            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection),
+            "service" => r.read_push(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "option" => r.read_push(&mut self.option),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "datastorePrincipalPasswd" => {
+                r.read_opt(&mut self.datastore_principal_passwd)
+            }
+            "datetime" => r.read_opt(&mut self.datetime),
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "license" => r.read_opt(&mut self.license),
+            "security" => r.read_opt(&mut self.security),
+            "userAccount" => r.read_push(&mut self.user_account),
+            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
+            "memory" => r.read_opt(&mut self.memory),
+            "activeDirectory" => r.read_push(&mut self.active_directory),
+            "genericConfig" => r.read_push(&mut self.generic_config),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "assignableHardwareConfig" => {
+                r.read_opt(&mut self.assignable_hardware_config)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("nasDatastore", &self.nas_datastore);
+        w.write_opt("network", &self.network);
+        w.write_vec("nicTypeSelection", &self.nic_type_selection);
+        w.write_vec("service", &self.service);
+        w.write_opt("firewall", &self.firewall);
+        w.write_vec("option", &self.option);
+        w.write_opt("datastorePrincipal", &self.datastore_principal);
+        w.write_opt("datastorePrincipalPasswd", &self.datastore_principal_passwd);
+        w.write_opt("datetime", &self.datetime);
+        w.write_opt("storageDevice", &self.storage_device);
+        w.write_opt("license", &self.license);
+        w.write_opt("security", &self.security);
+        w.write_vec("userAccount", &self.user_account);
+        w.write_vec("usergroupAccount", &self.usergroup_account);
+        w.write_opt("memory", &self.memory);
+        w.write_vec("activeDirectory", &self.active_directory);
+        w.write_vec("genericConfig", &self.generic_config);
+        w.write_opt("graphicsConfig", &self.graphics_config);
+        w.write_opt("assignableHardwareConfig", &self.assignable_hardware_config);
+    }
+}
+/// `HostConfigSummary` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostConfigSummary {
+    /// `name`.
+    pub name: String,
+    /// `port`.
+    pub port: i32,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `product`.
+    pub product: Option<AboutInfo>,
+    /// `vmotionEnabled`.
+    pub vmotion_enabled: bool,
+    /// `faultToleranceEnabled`.
+    pub fault_tolerance_enabled: Option<bool>,
+    /// `featureVersion`.
+    pub feature_version: Vec<HostFeatureVersionInfo>,
+    /// `agentVmDatastore`.
+    pub agent_vm_datastore: Option<x::ManagedObjectReference>,
+    /// `agentVmNetwork`.
+    pub agent_vm_network: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostConfigSummary {
+    const TYPE_NAME: &'static str = "HostConfigSummary";
+}
+impl x::Structure for HostConfigSummary {}
+impl Clone for HostConfigSummary {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            port: self.port,
+            ssl_thumbprint: self.ssl_thumbprint.clone(),
+            ssl_certificate: self.ssl_certificate.clone(),
+            product: self.product.clone(),
+            vmotion_enabled: self.vmotion_enabled,
+            fault_tolerance_enabled: self.fault_tolerance_enabled,
+            feature_version: x::clone_vec(&self.feature_version),
+            agent_vm_datastore: self.agent_vm_datastore.clone(),
+            agent_vm_network: self.agent_vm_network.clone(),
+        }
+    }
+}
+impl x::Fields for HostConfigSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "port" => r.read(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "product" => r.read_opt(&mut self.product),
+            "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
+            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConfigSummary.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("product", &self.product);
+        w.write("vmotionEnabled", &self.vmotion_enabled);
+        w.write_opt("faultToleranceEnabled", &self.fault_tolerance_enabled);
+        w.write_vec("featureVersion", &self.feature_version);
+        w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
+        w.write_opt("agentVmNetwork", &self.agent_vm_network);
+    }
+}
+/// `HostConnectFault` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectFault {
+    /// The fields `HostConnectFault` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+}
+impl x::SchemaType for HostConnectFault {
+    const TYPE_NAME: &'static str = "HostConnectFault";
+}
+impl x::Structure for HostConnectFault {}
+impl std::ops::Deref for HostConnectFault {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for HostConnectFault {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+impl x::Fields for HostConnectFault {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.vim_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+    }
+}
+/// `HostConnectInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostConnectInfo {
+    /// `serverIp`.
+    pub server_ip: Option<String>,
+    /// `inDasCluster`.
+    pub in_das_cluster: Option<bool>,
+    /// `host`.
+    pub host: HostListSummary,
+    /// `vm`.
+    pub vm: Vec<VirtualMachineSummary>,
+    /// `vimAccountNameRequired`.
+    pub vim_account_name_required: Option<bool>,
+    /// `clusterSupported`.
+    pub cluster_supported: Option<bool>,
+    /// `network`.
+    pub network: Vec<AnyHostConnectInfoNetworkInfo>,
+    /// `datastore`.
+    pub datastore: Vec<AnyHostDatastoreConnectInfo>,
+    /// `license`.
+    pub license: Option<HostLicenseConnectInfo>,
+    /// `capability`.
+    pub capability: Option<HostCapability>,
+}
+impl x::SchemaType for HostConnectInfo {
+    const TYPE_NAME: &'static str = "HostConnectInfo";
+}
+impl x::Structure for HostConnectInfo {}
+impl Clone for HostConnectInfo {
+    fn clone(&self) -> Self {
+        Self {
+            server_ip: self.server_ip.clone(),
+            in_das_cluster: self.in_das_cluster,
+            host: self.host.clone(),
+            vm: x::clone_vec(&self.vm),
+            vim_account_name_required: self.vim_account_name_required,
+            cluster_supported: self.cluster_supported,
+            network: x::clone_vec(&self.network),
+            datastore: x::clone_vec(&self.datastore),
+            license: self.license.clone(),
+            capability: self.capability.clone(),
+        }
+    }
+}
+impl x::Fields for HostConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serverIp" => r.read_opt(&mut self.server_ip),
+            "inDasCluster" => r.read_opt(&mut self.in_das_cluster),
+            "host" => r.read(&mut self.host),
+            "vm" => r.read_push(&mut self.vm),
+            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required),
+            "clusterSupported" => r.read_opt(&mut self.cluster_supported),
+            "network" => r.read_push(&mut self.network),
+            "datastore" => r.read_push(&mut self.datastore),
+            "license" => r.read_opt(&mut self.license),
+            "capability" => r.read_opt(&mut self.capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serverIp", &self.server_ip);
+        w.write_opt("inDasCluster", &self.in_das_cluster);
+        w.write("host", &self.host);
+        w.write_vec("vm", &self.vm);
+        w.write_opt("vimAccountNameRequired", &self.vim_account_name_required);
+        w.write_opt("clusterSupported", &self.cluster_supported);
+        w.write_vec("network", &self.network);
+        w.write_vec("datastore", &self.datastore);
+        w.write_opt("license", &self.license);
+        w.write_opt("capability", &self.capability);
+    }
+}
+/// `HostConnectInfoNetworkInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostConnectInfoNetworkInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectInfoNetworkInfo {
+    /// `summary`.
+    pub summary: AnyNetworkSummary,
+}
+impl x::SchemaType for HostConnectInfoNetworkInfo {
+    const TYPE_NAME: &'static str = "HostConnectInfoNetworkInfo";
+}
+impl x::Structure for HostConnectInfoNetworkInfo {}
+impl x::Fields for HostConnectInfoNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
+/// `HostConnectSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectSpec {
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `sslCertificate`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub ssl_certificate: Option<String>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `vmFolder`.
+    pub vm_folder: Option<x::ManagedObjectReference>,
+    /// `force`.
+    pub force: bool,
+    /// `vimAccountName`.
+    pub vim_account_name: Option<String>,
+    /// `vimAccountPassword`.
+    pub vim_account_password: Option<String>,
+    /// `managementIp`.
+    pub management_ip: Option<String>,
+    /// `lockdownMode`.
+    pub lockdown_mode: Option<HostLockdownMode>,
+    /// `hostGateway`.
+    pub host_gateway: Option<HostGatewaySpec>,
+}
+impl x::SchemaType for HostConnectSpec {
+    const TYPE_NAME: &'static str = "HostConnectSpec";
+}
+impl x::Structure for HostConnectSpec {}
+impl x::Fields for HostConnectSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "sslCertificate" => r.read_opt(&mut self.ssl_certificate),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "vmFolder" => r.read_opt(&mut self.vm_folder),
+            "force" => r.read(&mut self.force),
+            "vimAccountName" => r.read_opt(&mut self.vim_account_name),
+            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password),
+            "managementIp" => r.read_opt(&mut self.management_ip),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "hostGateway" => r.read_opt(&mut self.host_gateway),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        if w
+            .since(
+                0x0900_0000,
+                "HostConnectSpec.sslCertificate",
+                self.ssl_certificate.is_some(),
+            )
+        {
+            w.write_opt("sslCertificate", &self.ssl_certificate);
+        }
+        w.write_opt("userName", &self.user_name);
+        w.write_opt("password", &self.password);
+        w.write_opt("vmFolder", &self.vm_folder);
+        w.write("force", &self.force);
+        w.write_opt("vimAccountName", &self.vim_account_name);
+        w.write_opt("vimAccountPassword", &self.vim_account_password);
+        w.write_opt("managementIp", &self.management_ip);
+        w.write_opt("lockdownMode", &self.lockdown_mode);
+        w.write_opt("hostGateway", &self.host_gateway);
+    }
+}
+impl x::ArrayItem for HostConnectSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostConnectSpec";
+    const ITEM_TAG: &'static str = "HostConnectSpec";
+}
+/// `HostConnectedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectedEvent {
+    /// The fields `HostConnectedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostConnectedEvent {
+    const TYPE_NAME: &'static str = "HostConnectedEvent";
+}
+impl x::Structure for HostConnectedEvent {}
+impl std::ops::Deref for HostConnectedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostConnectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostConnectedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostConnectionLostEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostConnectionLostEvent {
+    /// The fields `HostConnectionLostEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostConnectionLostEvent {
+    const TYPE_NAME: &'static str = "HostConnectionLostEvent";
+}
+impl x::Structure for HostConnectionLostEvent {}
+impl std::ops::Deref for HostConnectionLostEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostConnectionLostEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostConnectionLostEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostCpuIdInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuIdInfo {
+    /// `level`.
+    pub level: i32,
+    /// `vendor`.
+    pub vendor: Option<String>,
+    /// `eax`.
+    pub eax: Option<String>,
+    /// `ebx`.
+    pub ebx: Option<String>,
+    /// `ecx`.
+    pub ecx: Option<String>,
+    /// `edx`.
+    pub edx: Option<String>,
+}
+impl x::SchemaType for HostCpuIdInfo {
+    const TYPE_NAME: &'static str = "HostCpuIdInfo";
+}
+impl x::Structure for HostCpuIdInfo {}
+impl x::Fields for HostCpuIdInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "level" => r.read(&mut self.level),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "eax" => r.read_opt(&mut self.eax),
+            "ebx" => r.read_opt(&mut self.ebx),
+            "ecx" => r.read_opt(&mut self.ecx),
+            "edx" => r.read_opt(&mut self.edx),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("level", &self.level);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("eax", &self.eax);
+        w.write_opt("ebx", &self.ebx);
+        w.write_opt("ecx", &self.ecx);
+        w.write_opt("edx", &self.edx);
+    }
+}
+impl x::ArrayItem for HostCpuIdInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuIdInfo";
+    const ITEM_TAG: &'static str = "HostCpuIdInfo";
+}
+/// `HostCpuInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuInfo {
+    /// `numCpuPackages`.
+    pub num_cpu_packages: i16,
+    /// `numCpuCores`.
+    pub num_cpu_cores: i16,
+    /// `numCpuThreads`.
+    pub num_cpu_threads: i16,
+    /// `hz`.
+    pub hz: i64,
+}
+impl x::SchemaType for HostCpuInfo {
+    const TYPE_NAME: &'static str = "HostCpuInfo";
+}
+impl x::Structure for HostCpuInfo {}
+impl x::Fields for HostCpuInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numCpuPackages" => r.read(&mut self.num_cpu_packages),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "hz" => r.read(&mut self.hz),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("numCpuPackages", &self.num_cpu_packages);
+        w.write("numCpuCores", &self.num_cpu_cores);
+        w.write("numCpuThreads", &self.num_cpu_threads);
+        w.write("hz", &self.hz);
+    }
+}
+/// `HostCpuPackage` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostCpuPackage {
+    /// `index`.
+    pub index: i16,
+    /// `vendor`.
+    pub vendor: String,
+    /// `hz`.
+    pub hz: i64,
+    /// `busHz`.
+    pub bus_hz: i64,
+    /// `description`.
+    pub description: String,
+    /// `threadId`.
+    pub thread_id: Vec<i16>,
+    /// `cpuFeature`.
+    pub cpu_feature: Vec<HostCpuIdInfo>,
+    /// `family`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub family: Option<i16>,
+    /// `model`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub model: Option<i16>,
+    /// `stepping`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub stepping: Option<i16>,
+}
+impl x::SchemaType for HostCpuPackage {
+    const TYPE_NAME: &'static str = "HostCpuPackage";
+}
+impl x::Structure for HostCpuPackage {}
+impl Clone for HostCpuPackage {
+    fn clone(&self) -> Self {
+        Self {
+            index: self.index,
+            vendor: self.vendor.clone(),
+            hz: self.hz,
+            bus_hz: self.bus_hz,
+            description: self.description.clone(),
+            thread_id: x::clone_vec(&self.thread_id),
+            cpu_feature: x::clone_vec(&self.cpu_feature),
+            family: self.family,
+            model: self.model,
+            stepping: self.stepping,
+        }
+    }
+}
+impl x::Fields for HostCpuPackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "vendor" => r.read(&mut self.vendor),
+            "hz" => r.read(&mut self.hz),
+            "busHz" => r.read(&mut self.bus_hz),
+            "description" => r.read(&mut self.description),
+            "threadId" => r.read_push(&mut self.thread_id),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "family" => r.read_opt(&mut self.family),
+            "model" => r.read_opt(&mut self.model),
+            "stepping" => r.read_opt(&mut self.stepping),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("index", &self.index);
+        w.write("vendor", &self.vendor);
+        w.write("hz", &self.hz);
+        w.write("busHz", &self.bus_hz);
+        w.write("description", &self.description);
+        w.write_vec("threadId", &self.thread_id);
+        w.write_vec("cpuFeature", &self.cpu_feature);
+        if w.since(0x0800_0300, "HostCpuPackage.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
+        if w.since(0x0800_0300, "HostCpuPackage.model", self.model.is_some()) {
+            w.write_opt("model", &self.model);
+        }
+        if w.since(0x0800_0300, "HostCpuPackage.stepping", self.stepping.is_some()) {
+            w.write_opt("stepping", &self.stepping);
+        }
+    }
+}
+impl x::ArrayItem for HostCpuPackage {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostCpuPackage";
+    const ITEM_TAG: &'static str = "HostCpuPackage";
+}
+/// `HostCpuPowerManagementInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuPowerManagementInfo {
+    /// `currentPolicy`.
+    pub current_policy: Option<String>,
+    /// `hardwareSupport`.
+    pub hardware_support: Option<String>,
+}
+impl x::SchemaType for HostCpuPowerManagementInfo {
+    const TYPE_NAME: &'static str = "HostCpuPowerManagementInfo";
+}
+impl x::Structure for HostCpuPowerManagementInfo {}
+impl x::Fields for HostCpuPowerManagementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentPolicy" => r.read_opt(&mut self.current_policy),
+            "hardwareSupport" => r.read_opt(&mut self.hardware_support),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentPolicy", &self.current_policy);
+        w.write_opt("hardwareSupport", &self.hardware_support);
+    }
+}
+/// `HostCpuSchedulerInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.3.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCpuSchedulerInfo {
+    /// `policy`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub policy: String,
+}
+impl x::SchemaType for HostCpuSchedulerInfo {
+    const TYPE_NAME: &'static str = "HostCpuSchedulerInfo";
+}
+impl x::Structure for HostCpuSchedulerInfo {}
+impl x::Fields for HostCpuSchedulerInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0300, "type HostCpuSchedulerInfo", true);
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostDasDisabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasDisabledEvent {
+    /// The fields `HostDasDisabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostDasDisabledEvent {
+    const TYPE_NAME: &'static str = "HostDasDisabledEvent";
+}
+impl x::Structure for HostDasDisabledEvent {}
+impl std::ops::Deref for HostDasDisabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasDisabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasDisabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDasDisablingEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasDisablingEvent {
+    /// The fields `HostDasDisablingEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostDasDisablingEvent {
+    const TYPE_NAME: &'static str = "HostDasDisablingEvent";
+}
+impl x::Structure for HostDasDisablingEvent {}
+impl std::ops::Deref for HostDasDisablingEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasDisablingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasDisablingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDasEnabledEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasEnabledEvent {
+    /// The fields `HostDasEnabledEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostDasEnabledEvent {
+    const TYPE_NAME: &'static str = "HostDasEnabledEvent";
+}
+impl x::Structure for HostDasEnabledEvent {}
+impl std::ops::Deref for HostDasEnabledEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasEnabledEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasEnabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDasEnablingEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasEnablingEvent {
+    /// The fields `HostDasEnablingEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostDasEnablingEvent {
+    const TYPE_NAME: &'static str = "HostDasEnablingEvent";
+}
+impl x::Structure for HostDasEnablingEvent {}
+impl std::ops::Deref for HostDasEnablingEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasEnablingEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasEnablingEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDasErrorEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasErrorEvent {
+    /// The fields `HostDasErrorEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `message`.
+    pub message: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostDasErrorEvent {
+    const TYPE_NAME: &'static str = "HostDasErrorEvent";
+}
+impl x::Structure for HostDasErrorEvent {}
+impl std::ops::Deref for HostDasErrorEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasErrorEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasErrorEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "message" => r.read_opt(&mut self.message),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_opt("message", &self.message);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostDasEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasEvent {
+    /// The fields `HostDasEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostDasEvent {
+    const TYPE_NAME: &'static str = "HostDasEvent";
+}
+impl x::Structure for HostDasEvent {}
+impl std::ops::Deref for HostDasEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDasOkEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDasOkEvent {
+    /// The fields `HostDasOkEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostDasOkEvent {
+    const TYPE_NAME: &'static str = "HostDasOkEvent";
+}
+impl x::Structure for HostDasOkEvent {}
+impl std::ops::Deref for HostDasOkEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDasOkEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDasOkEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostDataTransportConnectionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDataTransportConnectionInfo {
+    /// `staticMemoryConsumed`.
+    pub static_memory_consumed: i64,
+}
+impl x::SchemaType for HostDataTransportConnectionInfo {
+    const TYPE_NAME: &'static str = "HostDataTransportConnectionInfo";
+}
+impl x::Structure for HostDataTransportConnectionInfo {}
+impl x::Fields for HostDataTransportConnectionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("staticMemoryConsumed", &self.static_memory_consumed);
+    }
+}
+/// `HostDatastoreBrowserSearchResults` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostDatastoreBrowserSearchResults {
+    /// `datastore`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `folderPath`.
+    pub folder_path: Option<String>,
+    /// `file`.
+    pub file: Vec<AnyFileInfo>,
+}
+impl x::SchemaType for HostDatastoreBrowserSearchResults {
+    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchResults";
+}
+impl x::Structure for HostDatastoreBrowserSearchResults {}
+impl Clone for HostDatastoreBrowserSearchResults {
+    fn clone(&self) -> Self {
+        Self {
+            datastore: self.datastore.clone(),
+            folder_path: self.folder_path.clone(),
+            file: x::clone_vec(&self.file),
+        }
+    }
+}
+impl x::Fields for HostDatastoreBrowserSearchResults {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "datastore" => r.read_opt(&mut self.datastore),
+            "folderPath" => r.read_opt(&mut self.folder_path),
+            "file" => r.read_push(&mut self.file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("folderPath", &self.folder_path);
+        w.write_vec("file", &self.file);
+    }
+}
+impl x::ArrayItem for HostDatastoreBrowserSearchResults {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreBrowserSearchResults";
+    const ITEM_TAG: &'static str = "HostDatastoreBrowserSearchResults";
+}
+/// `HostDatastoreBrowserSearchSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostDatastoreBrowserSearchSpec {
+    /// `query`.
+    pub query: Vec<AnyFileQuery>,
+    /// `details`.
+    pub details: Option<FileQueryFlags>,
+    /// `searchCaseInsensitive`.
+    pub search_case_insensitive: Option<bool>,
+    /// `matchPattern`.
+    pub match_pattern: Vec<String>,
+    /// `sortFoldersFirst`.
+    pub sort_folders_first: Option<bool>,
+}
+impl x::SchemaType for HostDatastoreBrowserSearchSpec {
+    const TYPE_NAME: &'static str = "HostDatastoreBrowserSearchSpec";
+}
+impl x::Structure for HostDatastoreBrowserSearchSpec {}
+impl Clone for HostDatastoreBrowserSearchSpec {
+    fn clone(&self) -> Self {
+        Self {
+            query: x::clone_vec(&self.query),
+            details: self.details.clone(),
+            search_case_insensitive: self.search_case_insensitive,
+            match_pattern: x::clone_vec(&self.match_pattern),
+            sort_folders_first: self.sort_folders_first,
+        }
+    }
+}
+impl x::Fields for HostDatastoreBrowserSearchSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "query" => r.read_push(&mut self.query),
+            "details" => r.read_opt(&mut self.details),
+            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
+            "matchPattern" => r.read_push(&mut self.match_pattern),
+            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("query", &self.query);
+        w.write_opt("details", &self.details);
+        w.write_opt("searchCaseInsensitive", &self.search_case_insensitive);
+        w.write_vec("matchPattern", &self.match_pattern);
+        w.write_opt("sortFoldersFirst", &self.sort_folders_first);
+    }
+}
+/// `HostDatastoreConnectInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostDatastoreConnectInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreConnectInfo {
+    /// `summary`.
+    pub summary: DatastoreSummary,
+}
+impl x::SchemaType for HostDatastoreConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreConnectInfo";
+}
+impl x::Structure for HostDatastoreConnectInfo {}
+impl x::Fields for HostDatastoreConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("summary", &self.summary);
+    }
+}
+/// `HostDatastoreExistsConnectInfo` (extends `HostDatastoreConnectInfo`).
+///
+/// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreExistsConnectInfo {
+    /// The fields `HostDatastoreExistsConnectInfo` inherits from `HostDatastoreConnectInfo`.
+    pub host_datastore_connect_info: HostDatastoreConnectInfo,
+    /// `newDatastoreName`.
+    pub new_datastore_name: String,
+}
+impl x::SchemaType for HostDatastoreExistsConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreExistsConnectInfo";
+}
+impl x::Structure for HostDatastoreExistsConnectInfo {}
+impl std::ops::Deref for HostDatastoreExistsConnectInfo {
+    type Target = HostDatastoreConnectInfo;
+    #[inline]
+    fn deref(&self) -> &HostDatastoreConnectInfo {
+        &self.host_datastore_connect_info
+    }
+}
+impl std::ops::DerefMut for HostDatastoreExistsConnectInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDatastoreConnectInfo {
+        &mut self.host_datastore_connect_info
+    }
+}
+impl x::Fields for HostDatastoreExistsConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "newDatastoreName" => r.read(&mut self.new_datastore_name),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_datastore_connect_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_datastore_connect_info, w);
+        w.write("newDatastoreName", &self.new_datastore_name);
+    }
+}
+/// `HostDatastoreNameConflictConnectInfo` (extends `HostDatastoreConnectInfo`).
+///
+/// The fields of `HostDatastoreConnectInfo` are in `host_datastore_connect_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreNameConflictConnectInfo {
+    /// The fields `HostDatastoreNameConflictConnectInfo` inherits from `HostDatastoreConnectInfo`.
+    pub host_datastore_connect_info: HostDatastoreConnectInfo,
+    /// `newDatastoreName`.
+    pub new_datastore_name: String,
+}
+impl x::SchemaType for HostDatastoreNameConflictConnectInfo {
+    const TYPE_NAME: &'static str = "HostDatastoreNameConflictConnectInfo";
+}
+impl x::Structure for HostDatastoreNameConflictConnectInfo {}
+impl std::ops::Deref for HostDatastoreNameConflictConnectInfo {
+    type Target = HostDatastoreConnectInfo;
+    #[inline]
+    fn deref(&self) -> &HostDatastoreConnectInfo {
+        &self.host_datastore_connect_info
+    }
+}
+impl std::ops::DerefMut for HostDatastoreNameConflictConnectInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDatastoreConnectInfo {
+        &mut self.host_datastore_connect_info
+    }
+}
+impl x::Fields for HostDatastoreNameConflictConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "newDatastoreName" => r.read(&mut self.new_datastore_name),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_datastore_connect_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_datastore_connect_info, w);
+        w.write("newDatastoreName", &self.new_datastore_name);
+    }
+}
+/// `HostDatastoreSystemCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreSystemCapabilities {
+    /// `nfsMountCreationRequired`.
+    pub nfs_mount_creation_required: bool,
+    /// `nfsMountCreationSupported`.
+    pub nfs_mount_creation_supported: bool,
+    /// `localDatastoreSupported`.
+    pub local_datastore_supported: bool,
+    /// `vmfsExtentExpansionSupported`.
+    pub vmfs_extent_expansion_supported: Option<bool>,
+}
+impl x::SchemaType for HostDatastoreSystemCapabilities {
+    const TYPE_NAME: &'static str = "HostDatastoreSystemCapabilities";
+}
+impl x::Structure for HostDatastoreSystemCapabilities {}
+impl x::Fields for HostDatastoreSystemCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nfsMountCreationRequired" => r.read(&mut self.nfs_mount_creation_required),
+            "nfsMountCreationSupported" => r.read(&mut self.nfs_mount_creation_supported),
+            "localDatastoreSupported" => r.read(&mut self.local_datastore_supported),
+            "vmfsExtentExpansionSupported" => {
+                r.read_opt(&mut self.vmfs_extent_expansion_supported)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("nfsMountCreationRequired", &self.nfs_mount_creation_required);
+        w.write("nfsMountCreationSupported", &self.nfs_mount_creation_supported);
+        w.write("localDatastoreSupported", &self.local_datastore_supported);
+        w.write_opt(
+            "vmfsExtentExpansionSupported",
+            &self.vmfs_extent_expansion_supported,
+        );
+    }
+}
+/// `HostDatastoreSystemDatastoreResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreSystemDatastoreResult {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostDatastoreSystemDatastoreResult {
+    const TYPE_NAME: &'static str = "HostDatastoreSystemDatastoreResult";
+}
+impl x::Structure for HostDatastoreSystemDatastoreResult {}
+impl x::Fields for HostDatastoreSystemDatastoreResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostDatastoreSystemDatastoreResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDatastoreSystemDatastoreResult";
+    const ITEM_TAG: &'static str = "HostDatastoreSystemDatastoreResult";
+}
+/// `HostDatastoreSystemVvolDatastoreSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDatastoreSystemVvolDatastoreSpec {
+    /// `name`.
+    pub name: String,
+    /// `scId`.
+    pub sc_id: String,
+}
+impl x::SchemaType for HostDatastoreSystemVvolDatastoreSpec {
+    const TYPE_NAME: &'static str = "HostDatastoreSystemVvolDatastoreSpec";
+}
+impl x::Structure for HostDatastoreSystemVvolDatastoreSpec {}
+impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "scId" => r.read(&mut self.sc_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("scId", &self.sc_id);
+    }
+}
+/// `HostDateTimeConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeConfig {
+    /// `timeZone`.
+    pub time_zone: Option<String>,
+    /// `ntpConfig`.
+    pub ntp_config: Option<HostNtpConfig>,
+    /// `ptpConfig`.
+    pub ptp_config: Option<HostPtpConfig>,
+    /// `protocol`.
+    pub protocol: Option<String>,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `disableEvents`.
+    pub disable_events: Option<bool>,
+    /// `disableFallback`.
+    pub disable_fallback: Option<bool>,
+    /// `resetToFactoryDefaults`.
+    pub reset_to_factory_defaults: Option<bool>,
+}
+impl x::SchemaType for HostDateTimeConfig {
+    const TYPE_NAME: &'static str = "HostDateTimeConfig";
+}
+impl x::Structure for HostDateTimeConfig {}
+impl x::Fields for HostDateTimeConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeZone" => r.read_opt(&mut self.time_zone),
+            "ntpConfig" => r.read_opt(&mut self.ntp_config),
+            "ptpConfig" => r.read_opt(&mut self.ptp_config),
+            "protocol" => r.read_opt(&mut self.protocol),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "disableEvents" => r.read_opt(&mut self.disable_events),
+            "disableFallback" => r.read_opt(&mut self.disable_fallback),
+            "resetToFactoryDefaults" => r.read_opt(&mut self.reset_to_factory_defaults),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeZone", &self.time_zone);
+        w.write_opt("ntpConfig", &self.ntp_config);
+        w.write_opt("ptpConfig", &self.ptp_config);
+        w.write_opt("protocol", &self.protocol);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("disableEvents", &self.disable_events);
+        w.write_opt("disableFallback", &self.disable_fallback);
+        w.write_opt("resetToFactoryDefaults", &self.reset_to_factory_defaults);
+    }
+}
+/// `HostDateTimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeInfo {
+    /// `timeZone`.
+    pub time_zone: HostDateTimeSystemTimeZone,
+    /// `systemClockProtocol`.
+    pub system_clock_protocol: Option<String>,
+    /// `ntpConfig`.
+    pub ntp_config: Option<HostNtpConfig>,
+    /// `ptpConfig`.
+    pub ptp_config: Option<HostPtpConfig>,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `disableEvents`.
+    pub disable_events: Option<bool>,
+    /// `disableFallback`.
+    pub disable_fallback: Option<bool>,
+    /// `inFallbackState`.
+    pub in_fallback_state: Option<bool>,
+    /// `serviceSync`.
+    pub service_sync: Option<bool>,
+    /// `lastSyncTime`.
+    pub last_sync_time: Option<x::DateTime>,
+    /// `remoteNtpServer`.
+    pub remote_ntp_server: Option<String>,
+    /// `ntpRunTime`.
+    pub ntp_run_time: Option<i64>,
+    /// `ptpRunTime`.
+    pub ptp_run_time: Option<i64>,
+    /// `ntpDuration`.
+    pub ntp_duration: Option<String>,
+    /// `ptpDuration`.
+    pub ptp_duration: Option<String>,
+}
+impl x::SchemaType for HostDateTimeInfo {
+    const TYPE_NAME: &'static str = "HostDateTimeInfo";
+}
+impl x::Structure for HostDateTimeInfo {}
+impl x::Fields for HostDateTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeZone" => r.read(&mut self.time_zone),
+            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
+            "ntpConfig" => r.read_opt(&mut self.ntp_config),
+            "ptpConfig" => r.read_opt(&mut self.ptp_config),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "disableEvents" => r.read_opt(&mut self.disable_events),
+            "disableFallback" => r.read_opt(&mut self.disable_fallback),
+            "inFallbackState" => r.read_opt(&mut self.in_fallback_state),
+            "serviceSync" => r.read_opt(&mut self.service_sync),
+            "lastSyncTime" => r.read_opt(&mut self.last_sync_time),
+            "remoteNtpServer" => r.read_opt(&mut self.remote_ntp_server),
+            "ntpRunTime" => r.read_opt(&mut self.ntp_run_time),
+            "ptpRunTime" => r.read_opt(&mut self.ptp_run_time),
+            "ntpDuration" => r.read_opt(&mut self.ntp_duration),
+            "ptpDuration" => r.read_opt(&mut self.ptp_duration),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("timeZone", &self.time_zone);
+        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
+        w.write_opt("ntpConfig", &self.ntp_config);
+        w.write_opt("ptpConfig", &self.ptp_config);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("disableEvents", &self.disable_events);
+        w.write_opt("disableFallback", &self.disable_fallback);
+        w.write_opt("inFallbackState", &self.in_fallback_state);
+        w.write_opt("serviceSync", &self.service_sync);
+        w.write_opt("lastSyncTime", &self.last_sync_time);
+        w.write_opt("remoteNtpServer", &self.remote_ntp_server);
+        w.write_opt("ntpRunTime", &self.ntp_run_time);
+        w.write_opt("ptpRunTime", &self.ptp_run_time);
+        w.write_opt("ntpDuration", &self.ntp_duration);
+        w.write_opt("ptpDuration", &self.ptp_duration);
+    }
+}
+/// `HostDateTimeSystemServiceTestResult` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostDateTimeSystemServiceTestResult {
+    /// `workingNormally`.
+    pub working_normally: bool,
+    /// `report`.
+    pub report: Vec<String>,
+}
+impl x::SchemaType for HostDateTimeSystemServiceTestResult {
+    const TYPE_NAME: &'static str = "HostDateTimeSystemServiceTestResult";
+}
+impl x::Structure for HostDateTimeSystemServiceTestResult {}
+impl Clone for HostDateTimeSystemServiceTestResult {
+    fn clone(&self) -> Self {
+        Self {
+            working_normally: self.working_normally,
+            report: x::clone_vec(&self.report),
+        }
+    }
+}
+impl x::Fields for HostDateTimeSystemServiceTestResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workingNormally" => r.read(&mut self.working_normally),
+            "report" => r.read_push(&mut self.report),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("workingNormally", &self.working_normally);
+        w.write_vec("report", &self.report);
+    }
+}
+/// `HostDateTimeSystemTimeZone` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeSystemTimeZone {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `gmtOffset`.
+    pub gmt_offset: i32,
+}
+impl x::SchemaType for HostDateTimeSystemTimeZone {
+    const TYPE_NAME: &'static str = "HostDateTimeSystemTimeZone";
+}
+impl x::Structure for HostDateTimeSystemTimeZone {}
+impl x::Fields for HostDateTimeSystemTimeZone {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "gmtOffset" => r.read(&mut self.gmt_offset),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+        w.write("gmtOffset", &self.gmt_offset);
+    }
+}
+impl x::ArrayItem for HostDateTimeSystemTimeZone {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDateTimeSystemTimeZone";
+    const ITEM_TAG: &'static str = "HostDateTimeSystemTimeZone";
+}
+/// `HostDeploymentInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDeploymentInfo {
+    /// `bootedFromStatelessCache`.
+    pub booted_from_stateless_cache: Option<bool>,
+}
+impl x::SchemaType for HostDeploymentInfo {
+    const TYPE_NAME: &'static str = "HostDeploymentInfo";
+}
+impl x::Structure for HostDeploymentInfo {}
+impl x::Fields for HostDeploymentInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootedFromStatelessCache" => {
+                r.read_opt(&mut self.booted_from_stateless_cache)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bootedFromStatelessCache", &self.booted_from_stateless_cache);
+    }
+}
+/// `HostDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDevice {
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceType`.
+    pub device_type: String,
+}
+impl x::SchemaType for HostDevice {
+    const TYPE_NAME: &'static str = "HostDevice";
+}
+impl x::Structure for HostDevice {}
+impl x::Fields for HostDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceType" => r.read(&mut self.device_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("deviceType", &self.device_type);
+    }
+}
+/// `HostDhcpService` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDhcpService {
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostDhcpServiceSpec,
+}
+impl x::SchemaType for HostDhcpService {
+    const TYPE_NAME: &'static str = "HostDhcpService";
+}
+impl x::Structure for HostDhcpService {}
+impl x::Fields for HostDhcpService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostDhcpService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDhcpService";
+    const ITEM_TAG: &'static str = "HostDhcpService";
+}
+/// `HostDhcpServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDhcpServiceConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostDhcpServiceSpec,
+}
+impl x::SchemaType for HostDhcpServiceConfig {
+    const TYPE_NAME: &'static str = "HostDhcpServiceConfig";
+}
+impl x::Structure for HostDhcpServiceConfig {}
+impl x::Fields for HostDhcpServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostDhcpServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDhcpServiceConfig";
+    const ITEM_TAG: &'static str = "HostDhcpServiceConfig";
+}
+/// `HostDhcpServiceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDhcpServiceSpec {
+    /// `virtualSwitch`.
+    pub virtual_switch: String,
+    /// `defaultLeaseDuration`.
+    pub default_lease_duration: i32,
+    /// `leaseBeginIp`.
+    pub lease_begin_ip: String,
+    /// `leaseEndIp`.
+    pub lease_end_ip: String,
+    /// `maxLeaseDuration`.
+    pub max_lease_duration: i32,
+    /// `unlimitedLease`.
+    pub unlimited_lease: bool,
+    /// `ipSubnetAddr`.
+    pub ip_subnet_addr: String,
+    /// `ipSubnetMask`.
+    pub ip_subnet_mask: String,
+}
+impl x::SchemaType for HostDhcpServiceSpec {
+    const TYPE_NAME: &'static str = "HostDhcpServiceSpec";
+}
+impl x::Structure for HostDhcpServiceSpec {}
+impl x::Fields for HostDhcpServiceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualSwitch" => r.read(&mut self.virtual_switch),
+            "defaultLeaseDuration" => r.read(&mut self.default_lease_duration),
+            "leaseBeginIp" => r.read(&mut self.lease_begin_ip),
+            "leaseEndIp" => r.read(&mut self.lease_end_ip),
+            "maxLeaseDuration" => r.read(&mut self.max_lease_duration),
+            "unlimitedLease" => r.read(&mut self.unlimited_lease),
+            "ipSubnetAddr" => r.read(&mut self.ip_subnet_addr),
+            "ipSubnetMask" => r.read(&mut self.ip_subnet_mask),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("virtualSwitch", &self.virtual_switch);
+        w.write("defaultLeaseDuration", &self.default_lease_duration);
+        w.write("leaseBeginIp", &self.lease_begin_ip);
+        w.write("leaseEndIp", &self.lease_end_ip);
+        w.write("maxLeaseDuration", &self.max_lease_duration);
+        w.write("unlimitedLease", &self.unlimited_lease);
+        w.write("ipSubnetAddr", &self.ip_subnet_addr);
+        w.write("ipSubnetMask", &self.ip_subnet_mask);
+    }
+}
+/// `HostDiagnosticPartition` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiagnosticPartition {
+    /// `storageType`.
+    pub storage_type: String,
+    /// `diagnosticType`.
+    pub diagnostic_type: String,
+    /// `slots`.
+    pub slots: i32,
+    /// `id`.
+    pub id: HostScsiDiskPartition,
+}
+impl x::SchemaType for HostDiagnosticPartition {
+    const TYPE_NAME: &'static str = "HostDiagnosticPartition";
+}
+impl x::Structure for HostDiagnosticPartition {}
+impl x::Fields for HostDiagnosticPartition {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
+            "slots" => r.read(&mut self.slots),
+            "id" => r.read(&mut self.id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("storageType", &self.storage_type);
+        w.write("diagnosticType", &self.diagnostic_type);
+        w.write("slots", &self.slots);
+        w.write("id", &self.id);
+    }
+}
+impl x::ArrayItem for HostDiagnosticPartition {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiagnosticPartition";
+    const ITEM_TAG: &'static str = "HostDiagnosticPartition";
+}
+/// `HostDiagnosticPartitionCreateDescription` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiagnosticPartitionCreateDescription {
+    /// `layout`.
+    pub layout: HostDiskPartitionLayout,
+    /// `diskUuid`.
+    pub disk_uuid: String,
+    /// `spec`.
+    pub spec: HostDiagnosticPartitionCreateSpec,
+}
+impl x::SchemaType for HostDiagnosticPartitionCreateDescription {
+    const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateDescription";
+}
+impl x::Structure for HostDiagnosticPartitionCreateDescription {}
+impl x::Fields for HostDiagnosticPartitionCreateDescription {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "layout" => r.read(&mut self.layout),
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("layout", &self.layout);
+        w.write("diskUuid", &self.disk_uuid);
+        w.write("spec", &self.spec);
+    }
+}
+/// `HostDiagnosticPartitionCreateOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiagnosticPartitionCreateOption {
+    /// `storageType`.
+    pub storage_type: String,
+    /// `diagnosticType`.
+    pub diagnostic_type: String,
+    /// `disk`.
+    pub disk: HostScsiDisk,
+}
+impl x::SchemaType for HostDiagnosticPartitionCreateOption {
+    const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateOption";
+}
+impl x::Structure for HostDiagnosticPartitionCreateOption {}
+impl x::Fields for HostDiagnosticPartitionCreateOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
+            "disk" => r.read(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("storageType", &self.storage_type);
+        w.write("diagnosticType", &self.diagnostic_type);
+        w.write("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for HostDiagnosticPartitionCreateOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiagnosticPartitionCreateOption";
+    const ITEM_TAG: &'static str = "HostDiagnosticPartitionCreateOption";
+}
+/// `HostDiagnosticPartitionCreateSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiagnosticPartitionCreateSpec {
+    /// `storageType`.
+    pub storage_type: String,
+    /// `diagnosticType`.
+    pub diagnostic_type: String,
+    /// `id`.
+    pub id: HostScsiDiskPartition,
+    /// `partition`.
+    pub partition: HostDiskPartitionSpec,
+    /// `active`.
+    pub active: Option<bool>,
+}
+impl x::SchemaType for HostDiagnosticPartitionCreateSpec {
+    const TYPE_NAME: &'static str = "HostDiagnosticPartitionCreateSpec";
+}
+impl x::Structure for HostDiagnosticPartitionCreateSpec {}
+impl x::Fields for HostDiagnosticPartitionCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
+            "id" => r.read(&mut self.id),
+            "partition" => r.read(&mut self.partition),
+            "active" => r.read_opt(&mut self.active),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("storageType", &self.storage_type);
+        w.write("diagnosticType", &self.diagnostic_type);
+        w.write("id", &self.id);
+        w.write("partition", &self.partition);
+        w.write_opt("active", &self.active);
+    }
+}
+/// `HostDigestInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostDigestInfo {
+    /// `digestMethod`.
+    pub digest_method: String,
+    /// `digestValue`.
+    pub digest_value: Vec<i8>,
+    /// `objectName`.
+    pub object_name: Option<String>,
+}
+impl x::SchemaType for HostDigestInfo {
+    const TYPE_NAME: &'static str = "HostDigestInfo";
+}
+impl x::Structure for HostDigestInfo {}
+impl Clone for HostDigestInfo {
+    fn clone(&self) -> Self {
+        Self {
+            digest_method: self.digest_method.clone(),
+            digest_value: x::clone_vec(&self.digest_value),
+            object_name: self.object_name.clone(),
+        }
+    }
+}
+impl x::Fields for HostDigestInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "digestMethod" => r.read(&mut self.digest_method),
+            "digestValue" => r.read_push(&mut self.digest_value),
+            "objectName" => r.read_opt(&mut self.object_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("digestMethod", &self.digest_method);
+        w.write_vec("digestValue", &self.digest_value);
+        w.write_opt("objectName", &self.object_name);
+    }
+}
+/// `HostDirectoryStoreInfo` (extends `HostAuthenticationStoreInfo`).
+///
+/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDirectoryStoreInfo {
+    /// The fields `HostDirectoryStoreInfo` inherits from `HostAuthenticationStoreInfo`.
+    pub host_authentication_store_info: HostAuthenticationStoreInfo,
+}
+impl x::SchemaType for HostDirectoryStoreInfo {
+    const TYPE_NAME: &'static str = "HostDirectoryStoreInfo";
+}
+impl x::Structure for HostDirectoryStoreInfo {}
+impl std::ops::Deref for HostDirectoryStoreInfo {
+    type Target = HostAuthenticationStoreInfo;
+    #[inline]
+    fn deref(&self) -> &HostAuthenticationStoreInfo {
+        &self.host_authentication_store_info
+    }
+}
+impl std::ops::DerefMut for HostDirectoryStoreInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
+        &mut self.host_authentication_store_info
+    }
+}
+impl x::Fields for HostDirectoryStoreInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_authentication_store_info, w);
+    }
+}
+/// `HostDisconnectedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDisconnectedEvent {
+    /// The fields `HostDisconnectedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostDisconnectedEvent {
+    const TYPE_NAME: &'static str = "HostDisconnectedEvent";
+}
+impl x::Structure for HostDisconnectedEvent {}
+impl std::ops::Deref for HostDisconnectedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostDisconnectedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostDisconnectedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostDiskConfigurationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDiskConfigurationResult {
+    /// `devicePath`.
+    pub device_path: Option<String>,
+    /// `success`.
+    pub success: Option<bool>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostDiskConfigurationResult {
+    const TYPE_NAME: &'static str = "HostDiskConfigurationResult";
+}
+impl x::Structure for HostDiskConfigurationResult {}
+impl x::Fields for HostDiskConfigurationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read_opt(&mut self.device_path),
+            "success" => r.read_opt(&mut self.success),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("devicePath", &self.device_path);
+        w.write_opt("success", &self.success);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostDiskConfigurationResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDiskConfigurationResult";
+    const ITEM_TAG: &'static str = "HostDiskConfigurationResult";
+}
 /// `HostDiskDimensions` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostDiskDimensions {}
@@ -124,7 +2465,7 @@ impl x::Fields for HostDiskMappingInfo {
     }
 }
 /// `HostDiskMappingOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostDiskMappingOption {
     /// `physicalPartition`.
     pub physical_partition: Vec<HostDiskMappingPartitionOption>,
@@ -135,6 +2476,14 @@ impl x::SchemaType for HostDiskMappingOption {
     const TYPE_NAME: &'static str = "HostDiskMappingOption";
 }
 impl x::Structure for HostDiskMappingOption {}
+impl Clone for HostDiskMappingOption {
+    fn clone(&self) -> Self {
+        Self {
+            physical_partition: x::clone_vec(&self.physical_partition),
+            name: self.name.clone(),
+        }
+    }
+}
 impl x::Fields for HostDiskMappingOption {
     fn decode_field(
         &mut self,
@@ -370,7 +2719,7 @@ impl x::ArrayItem for HostDiskPartitionInfo {
     const ITEM_TAG: &'static str = "HostDiskPartitionInfo";
 }
 /// `HostDiskPartitionLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostDiskPartitionLayout {
     /// `total`.
     pub total: Option<HostDiskDimensionsLba>,
@@ -381,6 +2730,14 @@ impl x::SchemaType for HostDiskPartitionLayout {
     const TYPE_NAME: &'static str = "HostDiskPartitionLayout";
 }
 impl x::Structure for HostDiskPartitionLayout {}
+impl Clone for HostDiskPartitionLayout {
+    fn clone(&self) -> Self {
+        Self {
+            total: self.total.clone(),
+            partition: x::clone_vec(&self.partition),
+        }
+    }
+}
 impl x::Fields for HostDiskPartitionLayout {
     fn decode_field(
         &mut self,
@@ -401,7 +2758,7 @@ impl x::Fields for HostDiskPartitionLayout {
     }
 }
 /// `HostDiskPartitionSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostDiskPartitionSpec {
     /// `partitionFormat`.
     pub partition_format: Option<String>,
@@ -420,6 +2777,17 @@ impl x::SchemaType for HostDiskPartitionSpec {
     const TYPE_NAME: &'static str = "HostDiskPartitionSpec";
 }
 impl x::Structure for HostDiskPartitionSpec {}
+impl Clone for HostDiskPartitionSpec {
+    fn clone(&self) -> Self {
+        Self {
+            partition_format: self.partition_format.clone(),
+            chs: self.chs.clone(),
+            total_sectors: self.total_sectors,
+            partition: x::clone_vec(&self.partition),
+            sector_size: self.sector_size,
+        }
+    }
+}
 impl x::Fields for HostDiskPartitionSpec {
     fn decode_field(
         &mut self,
@@ -456,7 +2824,7 @@ impl x::Fields for HostDiskPartitionSpec {
 /// `HostDnsConfig` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyHostDnsConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostDnsConfig {
     /// `dhcp`.
     pub dhcp: bool,
@@ -477,6 +2845,19 @@ impl x::SchemaType for HostDnsConfig {
     const TYPE_NAME: &'static str = "HostDnsConfig";
 }
 impl x::Structure for HostDnsConfig {}
+impl Clone for HostDnsConfig {
+    fn clone(&self) -> Self {
+        Self {
+            dhcp: self.dhcp,
+            virtual_nic_device: self.virtual_nic_device.clone(),
+            ipv6_virtual_nic_device: self.ipv6_virtual_nic_device.clone(),
+            host_name: self.host_name.clone(),
+            domain_name: self.domain_name.clone(),
+            address: x::clone_vec(&self.address),
+            search_domain: x::clone_vec(&self.search_domain),
+        }
+    }
+}
 impl x::Fields for HostDnsConfig {
     fn decode_field(
         &mut self,
@@ -612,7 +2993,7 @@ impl x::ArrayItem for HostDvxClass {
 /// `HostEnableAdminFailedEvent` (extends `HostEvent`).
 ///
 /// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostEnableAdminFailedEvent {
     /// The fields `HostEnableAdminFailedEvent` inherits from `HostEvent`.
     pub host_event: HostEvent,
@@ -623,6 +3004,14 @@ impl x::SchemaType for HostEnableAdminFailedEvent {
     const TYPE_NAME: &'static str = "HostEnableAdminFailedEvent";
 }
 impl x::Structure for HostEnableAdminFailedEvent {}
+impl Clone for HostEnableAdminFailedEvent {
+    fn clone(&self) -> Self {
+        Self {
+            host_event: self.host_event.clone(),
+            permissions: x::clone_vec(&self.permissions),
+        }
+    }
+}
 impl std::ops::Deref for HostEnableAdminFailedEvent {
     type Target = HostEvent;
     #[inline]
@@ -655,7 +3044,7 @@ impl x::Fields for HostEnableAdminFailedEvent {
     }
 }
 /// `HostEnterMaintenanceResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostEnterMaintenanceResult {
     /// `vmFaults`.
     pub vm_faults: Vec<FaultsByVM>,
@@ -666,6 +3055,14 @@ impl x::SchemaType for HostEnterMaintenanceResult {
     const TYPE_NAME: &'static str = "HostEnterMaintenanceResult";
 }
 impl x::Structure for HostEnterMaintenanceResult {}
+impl Clone for HostEnterMaintenanceResult {
+    fn clone(&self) -> Self {
+        Self {
+            vm_faults: x::clone_vec(&self.vm_faults),
+            host_faults: x::clone_vec(&self.host_faults),
+        }
+    }
+}
 impl x::Fields for HostEnterMaintenanceResult {
     fn decode_field(
         &mut self,
@@ -846,2327 +3243,5 @@ impl x::Fields for HostExtraNetworksEvent {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.host_das_event, w);
         w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFaultToleranceManagerComponentHealthInfo {
-    /// `isStorageHealthy`.
-    pub is_storage_healthy: bool,
-    /// `isNetworkHealthy`.
-    pub is_network_healthy: bool,
-}
-impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
-    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
-}
-impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
-impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
-            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("isStorageHealthy", &self.is_storage_healthy);
-        w.write("isNetworkHealthy", &self.is_network_healthy);
-    }
-}
-/// `HostFeatureCapability` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureCapability {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureCapability {
-    const TYPE_NAME: &'static str = "HostFeatureCapability";
-}
-impl x::Structure for HostFeatureCapability {}
-impl x::Fields for HostFeatureCapability {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureCapability {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
-    const ITEM_TAG: &'static str = "HostFeatureCapability";
-}
-/// `HostFeatureMask` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureMask {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureMask {
-    const TYPE_NAME: &'static str = "HostFeatureMask";
-}
-impl x::Structure for HostFeatureMask {}
-impl x::Fields for HostFeatureMask {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureMask {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
-    const ITEM_TAG: &'static str = "HostFeatureMask";
-}
-/// `HostFeatureVersionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFeatureVersionInfo {
-    /// `key`.
-    pub key: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for HostFeatureVersionInfo {
-    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
-}
-impl x::Structure for HostFeatureVersionInfo {}
-impl x::Fields for HostFeatureVersionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for HostFeatureVersionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
-    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
-}
-/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelHba {
-    /// The fields `HostFibreChannelHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portType`.
-    pub port_type: FibreChannelPortType,
-    /// `speed`.
-    pub speed: i64,
-}
-impl x::SchemaType for HostFibreChannelHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelHba";
-}
-impl x::Structure for HostFibreChannelHba {}
-impl std::ops::Deref for HostFibreChannelHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostFibreChannelHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portType" => r.read(&mut self.port_type),
-            "speed" => r.read(&mut self.speed),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portType", &self.port_type);
-        w.write("speed", &self.speed);
-    }
-}
-/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
-///
-/// The fields of `HostFibreChannelHba` are in `host_fibre_channel_hba`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHba {
-    /// The fields `HostFibreChannelOverEthernetHba` inherits from `HostFibreChannelHba`.
-    pub host_fibre_channel_hba: HostFibreChannelHba,
-    /// `underlyingNic`.
-    pub underlying_nic: String,
-    /// `linkInfo`.
-    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
-    /// `isSoftwareFcoe`.
-    pub is_software_fcoe: bool,
-    /// `markedForRemoval`.
-    pub marked_for_removal: bool,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHba {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
-}
-impl x::Structure for HostFibreChannelOverEthernetHba {}
-impl std::ops::Deref for HostFibreChannelOverEthernetHba {
-    type Target = HostFibreChannelHba;
-    #[inline]
-    fn deref(&self) -> &HostFibreChannelHba {
-        &self.host_fibre_channel_hba
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelOverEthernetHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFibreChannelHba {
-        &mut self.host_fibre_channel_hba
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "underlyingNic" => r.read(&mut self.underlying_nic),
-            "linkInfo" => r.read(&mut self.link_info),
-            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
-            "markedForRemoval" => r.read(&mut self.marked_for_removal),
-            _ => {
-                return x::Fields::decode_field(&mut self.host_fibre_channel_hba, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_fibre_channel_hba, w);
-        w.write("underlyingNic", &self.underlying_nic);
-        w.write("linkInfo", &self.link_info);
-        w.write("isSoftwareFcoe", &self.is_software_fcoe);
-        w.write("markedForRemoval", &self.marked_for_removal);
-    }
-}
-/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetHbaLinkInfo {
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
-}
-impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
-impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
-///
-/// The fields of `HostFibreChannelTargetTransport` are in `host_fibre_channel_target_transport`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelOverEthernetTargetTransport {
-    /// The fields `HostFibreChannelOverEthernetTargetTransport` inherits from `HostFibreChannelTargetTransport`.
-    pub host_fibre_channel_target_transport: HostFibreChannelTargetTransport,
-    /// `vnportMac`.
-    pub vnport_mac: String,
-    /// `fcfMac`.
-    pub fcf_mac: String,
-    /// `vlanId`.
-    pub vlan_id: i32,
-}
-impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
-}
-impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
-impl std::ops::Deref for HostFibreChannelOverEthernetTargetTransport {
-    type Target = HostFibreChannelTargetTransport;
-    #[inline]
-    fn deref(&self) -> &HostFibreChannelTargetTransport {
-        &self.host_fibre_channel_target_transport
-    }
-}
-impl std::ops::DerefMut for HostFibreChannelOverEthernetTargetTransport {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFibreChannelTargetTransport {
-        &mut self.host_fibre_channel_target_transport
-    }
-}
-impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnportMac" => r.read(&mut self.vnport_mac),
-            "fcfMac" => r.read(&mut self.fcf_mac),
-            "vlanId" => r.read(&mut self.vlan_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_fibre_channel_target_transport,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_fibre_channel_target_transport, w);
-        w.write("vnportMac", &self.vnport_mac);
-        w.write("fcfMac", &self.fcf_mac);
-        w.write("vlanId", &self.vlan_id);
-    }
-}
-/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFibreChannelTargetTransport {
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-}
-impl x::SchemaType for HostFibreChannelTargetTransport {
-    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
-}
-impl x::Structure for HostFibreChannelTargetTransport {}
-impl x::Fields for HostFibreChannelTargetTransport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("portWorldWideName", &self.port_world_wide_name);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostFileAccess` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileAccess {
-    /// `who`.
-    pub who: String,
-    /// `what`.
-    pub what: String,
-}
-impl x::SchemaType for HostFileAccess {
-    const TYPE_NAME: &'static str = "HostFileAccess";
-}
-impl x::Structure for HostFileAccess {}
-impl x::Fields for HostFileAccess {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "who" => r.read(&mut self.who),
-            "what" => r.read(&mut self.what),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("who", &self.who);
-        w.write("what", &self.what);
-    }
-}
-/// `HostFileSystemMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemMountInfo {
-    /// `mountInfo`.
-    pub mount_info: HostMountInfo,
-    /// `volume`.
-    pub volume: AnyHostFileSystemVolume,
-    /// `vStorageSupport`.
-    pub vstorage_support: Option<String>,
-}
-impl x::SchemaType for HostFileSystemMountInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
-}
-impl x::Structure for HostFileSystemMountInfo {}
-impl x::Fields for HostFileSystemMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mountInfo" => r.read(&mut self.mount_info),
-            "volume" => r.read(&mut self.volume),
-            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("mountInfo", &self.mount_info);
-        w.write("volume", &self.volume);
-        w.write_opt("vStorageSupport", &self.vstorage_support);
-    }
-}
-impl x::ArrayItem for HostFileSystemMountInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
-    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
-}
-/// `HostFileSystemVolume` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolume {
-    /// `type`.
-    pub type_: String,
-    /// `name`.
-    pub name: String,
-    /// `capacity`.
-    pub capacity: i64,
-}
-impl x::SchemaType for HostFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostFileSystemVolume";
-}
-impl x::Structure for HostFileSystemVolume {}
-impl x::Fields for HostFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFileSystemVolumeInfo {
-    /// `volumeTypeList`.
-    pub volume_type_list: Vec<String>,
-    /// `mountInfo`.
-    pub mount_info: Vec<HostFileSystemMountInfo>,
-}
-impl x::SchemaType for HostFileSystemVolumeInfo {
-    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
-}
-impl x::Structure for HostFileSystemVolumeInfo {}
-impl x::Fields for HostFileSystemVolumeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
-            "mountInfo" => r.read_push(&mut self.mount_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("volumeTypeList", &self.volume_type_list);
-        w.write_vec("mountInfo", &self.mount_info);
-    }
-}
-/// `HostFirewallConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfig {
-    /// `rule`.
-    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
-    /// `defaultBlockingPolicy`.
-    pub default_blocking_policy: HostFirewallDefaultPolicy,
-}
-impl x::SchemaType for HostFirewallConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfig";
-}
-impl x::Structure for HostFirewallConfig {}
-impl x::Fields for HostFirewallConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rule" => r.read_push(&mut self.rule),
-            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rule", &self.rule);
-        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
-    }
-}
-/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallConfigRuleSetConfig {
-    /// `rulesetId`.
-    pub ruleset_id: String,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-}
-impl x::SchemaType for HostFirewallConfigRuleSetConfig {
-    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-impl x::Structure for HostFirewallConfigRuleSetConfig {}
-impl x::Fields for HostFirewallConfigRuleSetConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rulesetId" => r.read(&mut self.ruleset_id),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("rulesetId", &self.ruleset_id);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-    }
-}
-impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
-    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
-}
-/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallDefaultPolicy {
-    /// `incomingBlocked`.
-    pub incoming_blocked: Option<bool>,
-    /// `outgoingBlocked`.
-    pub outgoing_blocked: Option<bool>,
-}
-impl x::SchemaType for HostFirewallDefaultPolicy {
-    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
-}
-impl x::Structure for HostFirewallDefaultPolicy {}
-impl x::Fields for HostFirewallDefaultPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
-            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("incomingBlocked", &self.incoming_blocked);
-        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
-    }
-}
-/// `HostFirewallInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallInfo {
-    /// `defaultPolicy`.
-    pub default_policy: HostFirewallDefaultPolicy,
-    /// `ruleset`.
-    pub ruleset: Vec<HostFirewallRuleset>,
-}
-impl x::SchemaType for HostFirewallInfo {
-    const TYPE_NAME: &'static str = "HostFirewallInfo";
-}
-impl x::Structure for HostFirewallInfo {}
-impl x::Fields for HostFirewallInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultPolicy" => r.read(&mut self.default_policy),
-            "ruleset" => r.read_push(&mut self.ruleset),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultPolicy", &self.default_policy);
-        w.write_vec("ruleset", &self.ruleset);
-    }
-}
-/// `HostFirewallRule` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRule {
-    /// `port`.
-    pub port: i32,
-    /// `endPort`.
-    pub end_port: Option<i32>,
-    /// `direction`.
-    pub direction: HostFirewallRuleDirection,
-    /// `portType`.
-    pub port_type: Option<HostFirewallRulePortType>,
-    /// `protocol`.
-    pub protocol: String,
-}
-impl x::SchemaType for HostFirewallRule {
-    const TYPE_NAME: &'static str = "HostFirewallRule";
-}
-impl x::Structure for HostFirewallRule {}
-impl x::Fields for HostFirewallRule {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "port" => r.read(&mut self.port),
-            "endPort" => r.read_opt(&mut self.end_port),
-            "direction" => r.read(&mut self.direction),
-            "portType" => r.read_opt(&mut self.port_type),
-            "protocol" => r.read(&mut self.protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("port", &self.port);
-        w.write_opt("endPort", &self.end_port);
-        w.write("direction", &self.direction);
-        w.write_opt("portType", &self.port_type);
-        w.write("protocol", &self.protocol);
-    }
-}
-impl x::ArrayItem for HostFirewallRule {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
-    const ITEM_TAG: &'static str = "HostFirewallRule";
-}
-/// `HostFirewallRuleset` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRuleset {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `rule`.
-    pub rule: Vec<HostFirewallRule>,
-    /// `service`.
-    pub service: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-    /// `allowedHosts`.
-    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
-    /// `userControllable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub user_controllable: Option<bool>,
-    /// `ipListUserConfigurable`.
-    ///
-    /// Since vSphere API 8.0.2.0.
-    pub ip_list_user_configurable: Option<bool>,
-}
-impl x::SchemaType for HostFirewallRuleset {
-    const TYPE_NAME: &'static str = "HostFirewallRuleset";
-}
-impl x::Structure for HostFirewallRuleset {}
-impl x::Fields for HostFirewallRuleset {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "label" => r.read(&mut self.label),
-            "required" => r.read(&mut self.required),
-            "rule" => r.read_push(&mut self.rule),
-            "service" => r.read_opt(&mut self.service),
-            "enabled" => r.read(&mut self.enabled),
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
-            "userControllable" => r.read_opt(&mut self.user_controllable),
-            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write_vec("rule", &self.rule);
-        w.write_opt("service", &self.service);
-        w.write("enabled", &self.enabled);
-        w.write_opt("allowedHosts", &self.allowed_hosts);
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.userControllable",
-                self.user_controllable.is_some(),
-            )
-        {
-            w.write_opt("userControllable", &self.user_controllable);
-        }
-        if w
-            .since(
-                0x0800_0200,
-                "HostFirewallRuleset.ipListUserConfigurable",
-                self.ip_list_user_configurable.is_some(),
-            )
-        {
-            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
-        }
-    }
-}
-impl x::ArrayItem for HostFirewallRuleset {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
-    const ITEM_TAG: &'static str = "HostFirewallRuleset";
-}
-/// `HostFirewallRulesetIpList` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpList {
-    /// `ipAddress`.
-    pub ip_address: Vec<String>,
-    /// `ipNetwork`.
-    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
-    /// `allIp`.
-    pub all_ip: bool,
-}
-impl x::SchemaType for HostFirewallRulesetIpList {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
-}
-impl x::Structure for HostFirewallRulesetIpList {}
-impl x::Fields for HostFirewallRulesetIpList {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read_push(&mut self.ip_address),
-            "ipNetwork" => r.read_push(&mut self.ip_network),
-            "allIp" => r.read(&mut self.all_ip),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipAddress", &self.ip_address);
-        w.write_vec("ipNetwork", &self.ip_network);
-        w.write("allIp", &self.all_ip);
-    }
-}
-/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetIpNetwork {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-}
-impl x::SchemaType for HostFirewallRulesetIpNetwork {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
-}
-impl x::Structure for HostFirewallRulesetIpNetwork {}
-impl x::Fields for HostFirewallRulesetIpNetwork {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-    }
-}
-impl x::ArrayItem for HostFirewallRulesetIpNetwork {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
-    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
-}
-/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFirewallRulesetRulesetSpec {
-    /// `allowedHosts`.
-    pub allowed_hosts: HostFirewallRulesetIpList,
-}
-impl x::SchemaType for HostFirewallRulesetRulesetSpec {
-    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
-}
-impl x::Structure for HostFirewallRulesetRulesetSpec {}
-impl x::Fields for HostFirewallRulesetRulesetSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedHosts" => r.read(&mut self.allowed_hosts),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("allowedHosts", &self.allowed_hosts);
-    }
-}
-/// `HostFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFlagInfo {
-    /// `backgroundSnapshotsEnabled`.
-    pub background_snapshots_enabled: Option<bool>,
-}
-impl x::SchemaType for HostFlagInfo {
-    const TYPE_NAME: &'static str = "HostFlagInfo";
-}
-impl x::Structure for HostFlagInfo {}
-impl x::Fields for HostFlagInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "backgroundSnapshotsEnabled" => {
-                r.read_opt(&mut self.background_snapshots_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
-    }
-}
-/// `HostForceMountedInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostForceMountedInfo {
-    /// `persist`.
-    pub persist: bool,
-    /// `mounted`.
-    pub mounted: bool,
-}
-impl x::SchemaType for HostForceMountedInfo {
-    const TYPE_NAME: &'static str = "HostForceMountedInfo";
-}
-impl x::Structure for HostForceMountedInfo {}
-impl x::Fields for HostForceMountedInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "persist" => r.read(&mut self.persist),
-            "mounted" => r.read(&mut self.mounted),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("persist", &self.persist);
-        w.write("mounted", &self.mounted);
-    }
-}
-/// `HostFru` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostFru {
-    /// `type`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub type_: String,
-    /// `partName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub part_name: String,
-    /// `partNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub part_number: String,
-    /// `manufacturer`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub manufacturer: String,
-    /// `serialNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub serial_number: Option<String>,
-    /// `mfgTimeStamp`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub mfg_time_stamp: Option<x::DateTime>,
-}
-impl x::SchemaType for HostFru {
-    const TYPE_NAME: &'static str = "HostFru";
-}
-impl x::Structure for HostFru {}
-impl x::Fields for HostFru {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "partName" => r.read(&mut self.part_name),
-            "partNumber" => r.read(&mut self.part_number),
-            "manufacturer" => r.read(&mut self.manufacturer),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "mfgTimeStamp" => r.read_opt(&mut self.mfg_time_stamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type HostFru", true);
-        w.write("type", &self.type_);
-        w.write("partName", &self.part_name);
-        w.write("partNumber", &self.part_number);
-        w.write("manufacturer", &self.manufacturer);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("mfgTimeStamp", &self.mfg_time_stamp);
-    }
-}
-/// `HostGatewaySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGatewaySpec {
-    /// `gatewayType`.
-    pub gateway_type: String,
-    /// `gatewayId`.
-    pub gateway_id: Option<String>,
-    /// `trustVerificationToken`.
-    pub trust_verification_token: Option<String>,
-    /// `hostAuthParams`.
-    pub host_auth_params: Vec<KeyValue>,
-}
-impl x::SchemaType for HostGatewaySpec {
-    const TYPE_NAME: &'static str = "HostGatewaySpec";
-}
-impl x::Structure for HostGatewaySpec {}
-impl x::Fields for HostGatewaySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gatewayType" => r.read(&mut self.gateway_type),
-            "gatewayId" => r.read_opt(&mut self.gateway_id),
-            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token),
-            "hostAuthParams" => r.read_push(&mut self.host_auth_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("gatewayType", &self.gateway_type);
-        w.write_opt("gatewayId", &self.gateway_id);
-        w.write_opt("trustVerificationToken", &self.trust_verification_token);
-        w.write_vec("hostAuthParams", &self.host_auth_params);
-    }
-}
-/// `HostGetShortNameFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGetShortNameFailedEvent {
-    /// The fields `HostGetShortNameFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostGetShortNameFailedEvent {
-    const TYPE_NAME: &'static str = "HostGetShortNameFailedEvent";
-}
-impl x::Structure for HostGetShortNameFailedEvent {}
-impl std::ops::Deref for HostGetShortNameFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostGetShortNameFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostGetShortNameFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostGraphicsConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsConfig {
-    /// `hostDefaultGraphicsType`.
-    pub host_default_graphics_type: String,
-    /// `sharedPassthruAssignmentPolicy`.
-    pub shared_passthru_assignment_policy: String,
-    /// `deviceType`.
-    pub device_type: Vec<HostGraphicsConfigDeviceType>,
-}
-impl x::SchemaType for HostGraphicsConfig {
-    const TYPE_NAME: &'static str = "HostGraphicsConfig";
-}
-impl x::Structure for HostGraphicsConfig {}
-impl x::Fields for HostGraphicsConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type),
-            "sharedPassthruAssignmentPolicy" => {
-                r.read(&mut self.shared_passthru_assignment_policy)
-            }
-            "deviceType" => r.read_push(&mut self.device_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
-        w.write(
-            "sharedPassthruAssignmentPolicy",
-            &self.shared_passthru_assignment_policy,
-        );
-        w.write_vec("deviceType", &self.device_type);
-    }
-}
-/// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsConfigDeviceType {
-    /// `deviceId`.
-    pub device_id: String,
-    /// `graphicsType`.
-    pub graphics_type: String,
-    /// `vgpuMode`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub vgpu_mode: Option<String>,
-}
-impl x::SchemaType for HostGraphicsConfigDeviceType {
-    const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
-}
-impl x::Structure for HostGraphicsConfigDeviceType {}
-impl x::Fields for HostGraphicsConfigDeviceType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceId" => r.read(&mut self.device_id),
-            "graphicsType" => r.read(&mut self.graphics_type),
-            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceId", &self.device_id);
-        w.write("graphicsType", &self.graphics_type);
-        if w
-            .since(
-                0x0800_0300,
-                "HostGraphicsConfigDeviceType.vgpuMode",
-                self.vgpu_mode.is_some(),
-            )
-        {
-            w.write_opt("vgpuMode", &self.vgpu_mode);
-        }
-    }
-}
-impl x::ArrayItem for HostGraphicsConfigDeviceType {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsConfigDeviceType";
-    const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
-}
-/// `HostGraphicsInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostGraphicsInfo {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `pciId`.
-    pub pci_id: String,
-    /// `graphicsType`.
-    pub graphics_type: String,
-    /// `vgpuMode`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub vgpu_mode: Option<String>,
-    /// `memorySizeInKB`.
-    pub memory_size_in_kb: i64,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for HostGraphicsInfo {
-    const TYPE_NAME: &'static str = "HostGraphicsInfo";
-}
-impl x::Structure for HostGraphicsInfo {}
-impl x::Fields for HostGraphicsInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "pciId" => r.read(&mut self.pci_id),
-            "graphicsType" => r.read(&mut self.graphics_type),
-            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
-            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb),
-            "vm" => r.read_push(&mut self.vm),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("vendorName", &self.vendor_name);
-        w.write("pciId", &self.pci_id);
-        w.write("graphicsType", &self.graphics_type);
-        if w.since(0x0800_0300, "HostGraphicsInfo.vgpuMode", self.vgpu_mode.is_some()) {
-            w.write_opt("vgpuMode", &self.vgpu_mode);
-        }
-        w.write("memorySizeInKB", &self.memory_size_in_kb);
-        w.write_vec("vm", &self.vm);
-    }
-}
-impl x::ArrayItem for HostGraphicsInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsInfo";
-    const ITEM_TAG: &'static str = "HostGraphicsInfo";
-}
-/// `HostHardwareElementInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareElementInfo {
-    /// `name`.
-    pub name: String,
-    /// `status`.
-    pub status: AnyElementDescription,
-}
-impl x::SchemaType for HostHardwareElementInfo {
-    const TYPE_NAME: &'static str = "HostHardwareElementInfo";
-}
-impl x::Structure for HostHardwareElementInfo {}
-impl x::Fields for HostHardwareElementInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "status" => r.read(&mut self.status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("status", &self.status);
-    }
-}
-/// `HostHardwareInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareInfo {
-    /// `systemInfo`.
-    pub system_info: HostSystemInfo,
-    /// `cpuPowerManagementInfo`.
-    pub cpu_power_management_info: Option<HostCpuPowerManagementInfo>,
-    /// `cpuInfo`.
-    pub cpu_info: HostCpuInfo,
-    /// `cpuPkg`.
-    pub cpu_pkg: Vec<HostCpuPackage>,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `numaInfo`.
-    pub numa_info: Option<HostNumaInfo>,
-    /// `smcPresent`.
-    pub smc_present: Option<bool>,
-    /// `pciDevice`.
-    pub pci_device: Vec<HostPciDevice>,
-    /// `dvxClasses`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dvx_classes: Vec<HostDvxClass>,
-    /// `cpuFeature`.
-    pub cpu_feature: Vec<HostCpuIdInfo>,
-    /// `biosInfo`.
-    pub bios_info: Option<HostBIOSInfo>,
-    /// `reliableMemoryInfo`.
-    pub reliable_memory_info: Option<HostReliableMemoryInfo>,
-    /// `persistentMemoryInfo`.
-    pub persistent_memory_info: Option<HostPersistentMemoryInfo>,
-    /// `sgxInfo`.
-    pub sgx_info: Option<HostSgxInfo>,
-    /// `sevInfo`.
-    pub sev_info: Option<HostSevInfo>,
-    /// `memoryTieringType`.
-    pub memory_tiering_type: Option<String>,
-    /// `memoryTierInfo`.
-    pub memory_tier_info: Vec<HostMemoryTierInfo>,
-    /// `tdxInfo`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub tdx_info: Option<HostTdxInfo>,
-}
-impl x::SchemaType for HostHardwareInfo {
-    const TYPE_NAME: &'static str = "HostHardwareInfo";
-}
-impl x::Structure for HostHardwareInfo {}
-impl x::Fields for HostHardwareInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "systemInfo" => r.read(&mut self.system_info),
-            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info),
-            "cpuInfo" => r.read(&mut self.cpu_info),
-            "cpuPkg" => r.read_push(&mut self.cpu_pkg),
-            "memorySize" => r.read(&mut self.memory_size),
-            "numaInfo" => r.read_opt(&mut self.numa_info),
-            "smcPresent" => r.read_opt(&mut self.smc_present),
-            "pciDevice" => r.read_push(&mut self.pci_device),
-            "dvxClasses" => r.read_push(&mut self.dvx_classes),
-            "cpuFeature" => r.read_push(&mut self.cpu_feature),
-            "biosInfo" => r.read_opt(&mut self.bios_info),
-            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info),
-            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info),
-            "sgxInfo" => r.read_opt(&mut self.sgx_info),
-            "sevInfo" => r.read_opt(&mut self.sev_info),
-            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type),
-            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info),
-            "tdxInfo" => r.read_opt(&mut self.tdx_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("systemInfo", &self.system_info);
-        w.write_opt("cpuPowerManagementInfo", &self.cpu_power_management_info);
-        w.write("cpuInfo", &self.cpu_info);
-        w.write_vec("cpuPkg", &self.cpu_pkg);
-        w.write("memorySize", &self.memory_size);
-        w.write_opt("numaInfo", &self.numa_info);
-        w.write_opt("smcPresent", &self.smc_present);
-        w.write_vec("pciDevice", &self.pci_device);
-        if w
-            .since(
-                0x0800_0001,
-                "HostHardwareInfo.dvxClasses",
-                !self.dvx_classes.is_empty(),
-            )
-        {
-            w.write_vec("dvxClasses", &self.dvx_classes);
-        }
-        w.write_vec("cpuFeature", &self.cpu_feature);
-        w.write_opt("biosInfo", &self.bios_info);
-        w.write_opt("reliableMemoryInfo", &self.reliable_memory_info);
-        w.write_opt("persistentMemoryInfo", &self.persistent_memory_info);
-        w.write_opt("sgxInfo", &self.sgx_info);
-        w.write_opt("sevInfo", &self.sev_info);
-        w.write_opt("memoryTieringType", &self.memory_tiering_type);
-        w.write_vec("memoryTierInfo", &self.memory_tier_info);
-        if w.since(0x0900_0000, "HostHardwareInfo.tdxInfo", self.tdx_info.is_some()) {
-            w.write_opt("tdxInfo", &self.tdx_info);
-        }
-    }
-}
-/// `HostHardwareStatusInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareStatusInfo {
-    /// `memoryStatusInfo`.
-    pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
-    /// `cpuStatusInfo`.
-    pub cpu_status_info: Vec<AnyHostHardwareElementInfo>,
-    /// `storageStatusInfo`.
-    pub storage_status_info: Vec<HostStorageElementInfo>,
-    /// `dpuStatusInfo`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub dpu_status_info: Vec<DpuStatusInfo>,
-}
-impl x::SchemaType for HostHardwareStatusInfo {
-    const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
-}
-impl x::Structure for HostHardwareStatusInfo {}
-impl x::Fields for HostHardwareStatusInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info),
-            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info),
-            "storageStatusInfo" => r.read_push(&mut self.storage_status_info),
-            "dpuStatusInfo" => r.read_push(&mut self.dpu_status_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("memoryStatusInfo", &self.memory_status_info);
-        w.write_vec("cpuStatusInfo", &self.cpu_status_info);
-        w.write_vec("storageStatusInfo", &self.storage_status_info);
-        if w
-            .since(
-                0x0800_0001,
-                "HostHardwareStatusInfo.dpuStatusInfo",
-                !self.dpu_status_info.is_empty(),
-            )
-        {
-            w.write_vec("dpuStatusInfo", &self.dpu_status_info);
-        }
-    }
-}
-/// `HostHardwareSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHardwareSummary {
-    /// `vendor`.
-    pub vendor: String,
-    /// `model`.
-    pub model: String,
-    /// `family`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub family: Option<String>,
-    /// `uuid`.
-    pub uuid: String,
-    /// `otherIdentifyingInfo`.
-    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `cpuModel`.
-    pub cpu_model: String,
-    /// `cpuMhz`.
-    pub cpu_mhz: i32,
-    /// `numCpuPkgs`.
-    pub num_cpu_pkgs: i16,
-    /// `numCpuCores`.
-    pub num_cpu_cores: i16,
-    /// `numCpuThreads`.
-    pub num_cpu_threads: i16,
-    /// `numNics`.
-    pub num_nics: i32,
-    /// `numHBAs`.
-    pub num_hbas: i32,
-}
-impl x::SchemaType for HostHardwareSummary {
-    const TYPE_NAME: &'static str = "HostHardwareSummary";
-}
-impl x::Structure for HostHardwareSummary {}
-impl x::Fields for HostHardwareSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendor" => r.read(&mut self.vendor),
-            "model" => r.read(&mut self.model),
-            "family" => r.read_opt(&mut self.family),
-            "uuid" => r.read(&mut self.uuid),
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
-            "memorySize" => r.read(&mut self.memory_size),
-            "cpuModel" => r.read(&mut self.cpu_model),
-            "cpuMhz" => r.read(&mut self.cpu_mhz),
-            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs),
-            "numCpuCores" => r.read(&mut self.num_cpu_cores),
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
-            "numNics" => r.read(&mut self.num_nics),
-            "numHBAs" => r.read(&mut self.num_hbas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendor", &self.vendor);
-        w.write("model", &self.model);
-        if w.since(0x0900_0000, "HostHardwareSummary.family", self.family.is_some()) {
-            w.write_opt("family", &self.family);
-        }
-        w.write("uuid", &self.uuid);
-        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
-        w.write("memorySize", &self.memory_size);
-        w.write("cpuModel", &self.cpu_model);
-        w.write("cpuMhz", &self.cpu_mhz);
-        w.write("numCpuPkgs", &self.num_cpu_pkgs);
-        w.write("numCpuCores", &self.num_cpu_cores);
-        w.write("numCpuThreads", &self.num_cpu_threads);
-        w.write("numNics", &self.num_nics);
-        w.write("numHBAs", &self.num_hbas);
-    }
-}
-/// `HostHasComponentFailure` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHasComponentFailure {
-    /// The fields `HostHasComponentFailure` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `hostName`.
-    pub host_name: String,
-    /// `componentType`.
-    pub component_type: String,
-    /// `componentName`.
-    pub component_name: String,
-}
-impl x::SchemaType for HostHasComponentFailure {
-    const TYPE_NAME: &'static str = "HostHasComponentFailure";
-}
-impl x::Structure for HostHasComponentFailure {}
-impl std::ops::Deref for HostHasComponentFailure {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for HostHasComponentFailure {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for HostHasComponentFailure {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read(&mut self.host_name),
-            "componentType" => r.read(&mut self.component_type),
-            "componentName" => r.read(&mut self.component_name),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write("hostName", &self.host_name);
-        w.write("componentType", &self.component_type);
-        w.write("componentName", &self.component_name);
-    }
-}
-/// `HostHbaCreateSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHbaCreateSpec {}
-impl x::SchemaType for HostHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
-}
-impl x::Structure for HostHbaCreateSpec {}
-impl x::Fields for HostHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostHostBusAdapter` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHostBusAdapter {
-    /// `key`.
-    pub key: Option<String>,
-    /// `device`.
-    pub device: String,
-    /// `bus`.
-    pub bus: i32,
-    /// `status`.
-    pub status: String,
-    /// `model`.
-    pub model: String,
-    /// `driver`.
-    pub driver: Option<String>,
-    /// `pci`.
-    pub pci: Option<String>,
-    /// `storageProtocol`.
-    pub storage_protocol: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `firmwareVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostHostBusAdapter {
-    const TYPE_NAME: &'static str = "HostHostBusAdapter";
-}
-impl x::Structure for HostHostBusAdapter {}
-impl x::Fields for HostHostBusAdapter {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.driverVersion",
-                self.driver_version.is_some(),
-            )
-        {
-            w.write_opt("driverVersion", &self.driver_version);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostHostBusAdapter.firmwareVersion",
-                self.firmware_version.is_some(),
-            )
-        {
-            w.write_opt("firmwareVersion", &self.firmware_version);
-        }
-    }
-}
-/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostHyperThreadScheduleInfo {
-    /// `available`.
-    pub available: bool,
-    /// `active`.
-    pub active: bool,
-    /// `config`.
-    pub config: bool,
-}
-impl x::SchemaType for HostHyperThreadScheduleInfo {
-    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
-}
-impl x::Structure for HostHyperThreadScheduleInfo {}
-impl x::Fields for HostHyperThreadScheduleInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "available" => r.read(&mut self.available),
-            "active" => r.read(&mut self.active),
-            "config" => r.read(&mut self.config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("available", &self.available);
-        w.write("active", &self.active);
-        w.write("config", &self.config);
-    }
-}
-/// `HostImageProfileSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostImageProfileSummary {
-    /// `name`.
-    pub name: String,
-    /// `vendor`.
-    pub vendor: String,
-}
-impl x::SchemaType for HostImageProfileSummary {
-    const TYPE_NAME: &'static str = "HostImageProfileSummary";
-}
-impl x::Structure for HostImageProfileSummary {}
-impl x::Fields for HostImageProfileSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "vendor" => r.read(&mut self.vendor),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("vendor", &self.vendor);
-    }
-}
-/// `HostInAuditModeEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInAuditModeEvent {
-    /// The fields `HostInAuditModeEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostInAuditModeEvent {
-    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
-}
-impl x::Structure for HostInAuditModeEvent {}
-impl std::ops::Deref for HostInAuditModeEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostInAuditModeEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostInAuditModeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostInDomain` (extends `HostConfigFault`).
-///
-/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInDomain {
-    /// The fields `HostInDomain` inherits from `HostConfigFault`.
-    pub host_config_fault: HostConfigFault,
-}
-impl x::SchemaType for HostInDomain {
-    const TYPE_NAME: &'static str = "HostInDomain";
-}
-impl x::Structure for HostInDomain {}
-impl std::ops::Deref for HostInDomain {
-    type Target = HostConfigFault;
-    #[inline]
-    fn deref(&self) -> &HostConfigFault {
-        &self.host_config_fault
-    }
-}
-impl std::ops::DerefMut for HostInDomain {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostConfigFault {
-        &mut self.host_config_fault
-    }
-}
-impl x::Fields for HostInDomain {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_config_fault, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_config_fault, w);
-    }
-}
-/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
-///
-/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForFaultTolerance {
-    /// The fields `HostIncompatibleForFaultTolerance` inherits from `VmFaultToleranceIssue`.
-    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for HostIncompatibleForFaultTolerance {
-    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
-}
-impl x::Structure for HostIncompatibleForFaultTolerance {}
-impl std::ops::Deref for HostIncompatibleForFaultTolerance {
-    type Target = VmFaultToleranceIssue;
-    #[inline]
-    fn deref(&self) -> &VmFaultToleranceIssue {
-        &self.vm_fault_tolerance_issue
-    }
-}
-impl std::ops::DerefMut for HostIncompatibleForFaultTolerance {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
-        &mut self.vm_fault_tolerance_issue
-    }
-}
-impl x::Fields for HostIncompatibleForFaultTolerance {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.vm_fault_tolerance_issue,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
-///
-/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForRecordReplay {
-    /// The fields `HostIncompatibleForRecordReplay` inherits from `VimFault`.
-    pub vim_fault: VimFault,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for HostIncompatibleForRecordReplay {
-    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
-}
-impl x::Structure for HostIncompatibleForRecordReplay {}
-impl std::ops::Deref for HostIncompatibleForRecordReplay {
-    type Target = VimFault;
-    #[inline]
-    fn deref(&self) -> &VimFault {
-        &self.vim_fault
-    }
-}
-impl std::ops::DerefMut for HostIncompatibleForRecordReplay {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VimFault {
-        &mut self.vim_fault
-    }
-}
-impl x::Fields for HostIncompatibleForRecordReplay {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vim_fault, w);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHba {
-    /// The fields `HostInternetScsiHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-    /// `isSoftwareBased`.
-    pub is_software_based: bool,
-    /// `canBeDisabled`.
-    pub can_be_disabled: Option<bool>,
-    /// `networkBindingSupport`.
-    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
-    /// `discoveryCapabilities`.
-    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
-    /// `discoveryProperties`.
-    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
-    /// `authenticationCapabilities`.
-    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
-    /// `authenticationProperties`.
-    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
-    /// `digestCapabilities`.
-    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `ipCapabilities`.
-    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
-    /// `ipProperties`.
-    pub ip_properties: HostInternetScsiHbaIPProperties,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: Option<String>,
-    /// `configuredSendTarget`.
-    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
-    /// `configuredStaticTarget`.
-    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `maxSpeedMb`.
-    pub max_speed_mb: Option<i32>,
-    /// `currentSpeedMb`.
-    pub current_speed_mb: Option<i32>,
-}
-impl x::SchemaType for HostInternetScsiHba {
-    const TYPE_NAME: &'static str = "HostInternetScsiHba";
-}
-impl x::Structure for HostInternetScsiHba {}
-impl std::ops::Deref for HostInternetScsiHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostInternetScsiHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostInternetScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isSoftwareBased" => r.read(&mut self.is_software_based),
-            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
-            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
-            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
-            "discoveryProperties" => r.read(&mut self.discovery_properties),
-            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
-            "authenticationProperties" => r.read(&mut self.authentication_properties),
-            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "ipCapabilities" => r.read(&mut self.ip_capabilities),
-            "ipProperties" => r.read(&mut self.ip_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
-            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
-            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
-            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
-            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
-            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-        w.write("isSoftwareBased", &self.is_software_based);
-        w.write_opt("canBeDisabled", &self.can_be_disabled);
-        w.write_opt("networkBindingSupport", &self.network_binding_support);
-        w.write("discoveryCapabilities", &self.discovery_capabilities);
-        w.write("discoveryProperties", &self.discovery_properties);
-        w.write("authenticationCapabilities", &self.authentication_capabilities);
-        w.write("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestCapabilities", &self.digest_capabilities);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write("ipCapabilities", &self.ip_capabilities);
-        w.write("ipProperties", &self.ip_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("configuredSendTarget", &self.configured_send_target);
-        w.write_vec("configuredStaticTarget", &self.configured_static_target);
-        w.write_opt("maxSpeedMb", &self.max_speed_mb);
-        w.write_opt("currentSpeedMb", &self.current_speed_mb);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationCapabilities {
-    /// `chapAuthSettable`.
-    pub chap_auth_settable: bool,
-    /// `krb5AuthSettable`.
-    pub krb5_auth_settable: bool,
-    /// `srpAuthSettable`.
-    pub srp_auth_settable: bool,
-    /// `spkmAuthSettable`.
-    pub spkm_auth_settable: bool,
-    /// `mutualChapSettable`.
-    pub mutual_chap_settable: Option<bool>,
-    /// `targetChapSettable`.
-    pub target_chap_settable: Option<bool>,
-    /// `targetMutualChapSettable`.
-    pub target_mutual_chap_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
-impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
-            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
-            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
-            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
-            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
-            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
-            "targetMutualChapSettable" => {
-                r.read_opt(&mut self.target_mutual_chap_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthSettable", &self.chap_auth_settable);
-        w.write("krb5AuthSettable", &self.krb5_auth_settable);
-        w.write("srpAuthSettable", &self.srp_auth_settable);
-        w.write("spkmAuthSettable", &self.spkm_auth_settable);
-        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
-        w.write_opt("targetChapSettable", &self.target_chap_settable);
-        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationProperties {
-    /// `chapAuthEnabled`.
-    pub chap_auth_enabled: bool,
-    /// `chapName`.
-    pub chap_name: Option<String>,
-    /// `chapSecret`.
-    pub chap_secret: Option<String>,
-    /// `chapAuthenticationType`.
-    pub chap_authentication_type: Option<String>,
-    /// `chapInherited`.
-    pub chap_inherited: Option<bool>,
-    /// `mutualChapName`.
-    pub mutual_chap_name: Option<String>,
-    /// `mutualChapSecret`.
-    pub mutual_chap_secret: Option<String>,
-    /// `mutualChapAuthenticationType`.
-    pub mutual_chap_authentication_type: Option<String>,
-    /// `mutualChapInherited`.
-    pub mutual_chap_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
-impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
-            "chapName" => r.read_opt(&mut self.chap_name),
-            "chapSecret" => r.read_opt(&mut self.chap_secret),
-            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
-            "chapInherited" => r.read_opt(&mut self.chap_inherited),
-            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
-            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
-            "mutualChapAuthenticationType" => {
-                r.read_opt(&mut self.mutual_chap_authentication_type)
-            }
-            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthEnabled", &self.chap_auth_enabled);
-        w.write_opt("chapName", &self.chap_name);
-        w.write_opt("chapSecret", &self.chap_secret);
-        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
-        w.write_opt("chapInherited", &self.chap_inherited);
-        w.write_opt("mutualChapName", &self.mutual_chap_name);
-        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
-        w.write_opt(
-            "mutualChapAuthenticationType",
-            &self.mutual_chap_authentication_type,
-        );
-        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
-    }
-}
-/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestCapabilities {
-    /// `headerDigestSettable`.
-    pub header_digest_settable: Option<bool>,
-    /// `dataDigestSettable`.
-    pub data_digest_settable: Option<bool>,
-    /// `targetHeaderDigestSettable`.
-    pub target_header_digest_settable: Option<bool>,
-    /// `targetDataDigestSettable`.
-    pub target_data_digest_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
-impl x::Fields for HostInternetScsiHbaDigestCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
-            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
-            "targetHeaderDigestSettable" => {
-                r.read_opt(&mut self.target_header_digest_settable)
-            }
-            "targetDataDigestSettable" => {
-                r.read_opt(&mut self.target_data_digest_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestSettable", &self.header_digest_settable);
-        w.write_opt("dataDigestSettable", &self.data_digest_settable);
-        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
-        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
-    }
-}
-/// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestProperties {
-    /// `headerDigestType`.
-    pub header_digest_type: Option<String>,
-    /// `headerDigestInherited`.
-    pub header_digest_inherited: Option<bool>,
-    /// `dataDigestType`.
-    pub data_digest_type: Option<String>,
-    /// `dataDigestInherited`.
-    pub data_digest_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
-}
-impl x::Structure for HostInternetScsiHbaDigestProperties {}
-impl x::Fields for HostInternetScsiHbaDigestProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
-            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
-            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
-            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestType", &self.header_digest_type);
-        w.write_opt("headerDigestInherited", &self.header_digest_inherited);
-        w.write_opt("dataDigestType", &self.data_digest_type);
-        w.write_opt("dataDigestInherited", &self.data_digest_inherited);
-    }
-}
-/// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDiscoveryCapabilities {
-    /// `iSnsDiscoverySettable`.
-    pub i_sns_discovery_settable: bool,
-    /// `slpDiscoverySettable`.
-    pub slp_discovery_settable: bool,
-    /// `staticTargetDiscoverySettable`.
-    pub static_target_discovery_settable: bool,
-    /// `sendTargetsDiscoverySettable`.
-    pub send_targets_discovery_settable: bool,
-}
-impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
-impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
-            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
-            "staticTargetDiscoverySettable" => {
-                r.read(&mut self.static_target_discovery_settable)
-            }
-            "sendTargetsDiscoverySettable" => {
-                r.read(&mut self.send_targets_discovery_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
-        w.write("slpDiscoverySettable", &self.slp_discovery_settable);
-        w.write("staticTargetDiscoverySettable", &self.static_target_discovery_settable);
-        w.write("sendTargetsDiscoverySettable", &self.send_targets_discovery_settable);
-    }
-}
-/// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDiscoveryProperties {
-    /// `iSnsDiscoveryEnabled`.
-    pub i_sns_discovery_enabled: bool,
-    /// `iSnsDiscoveryMethod`.
-    pub i_sns_discovery_method: Option<String>,
-    /// `iSnsHost`.
-    pub i_sns_host: Option<String>,
-    /// `slpDiscoveryEnabled`.
-    pub slp_discovery_enabled: bool,
-    /// `slpDiscoveryMethod`.
-    pub slp_discovery_method: Option<String>,
-    /// `slpHost`.
-    pub slp_host: Option<String>,
-    /// `staticTargetDiscoveryEnabled`.
-    pub static_target_discovery_enabled: bool,
-    /// `sendTargetsDiscoveryEnabled`.
-    pub send_targets_discovery_enabled: bool,
-}
-impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
-}
-impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
-impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
-            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
-            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
-            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
-            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
-            "slpHost" => r.read_opt(&mut self.slp_host),
-            "staticTargetDiscoveryEnabled" => {
-                r.read(&mut self.static_target_discovery_enabled)
-            }
-            "sendTargetsDiscoveryEnabled" => {
-                r.read(&mut self.send_targets_discovery_enabled)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
-        w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
-        w.write_opt("iSnsHost", &self.i_sns_host);
-        w.write("slpDiscoveryEnabled", &self.slp_discovery_enabled);
-        w.write_opt("slpDiscoveryMethod", &self.slp_discovery_method);
-        w.write_opt("slpHost", &self.slp_host);
-        w.write("staticTargetDiscoveryEnabled", &self.static_target_discovery_enabled);
-        w.write("sendTargetsDiscoveryEnabled", &self.send_targets_discovery_enabled);
     }
 }

@@ -5,6 +5,2489 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostFaultToleranceManagerComponentHealthInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFaultToleranceManagerComponentHealthInfo {
+    /// `isStorageHealthy`.
+    pub is_storage_healthy: bool,
+    /// `isNetworkHealthy`.
+    pub is_network_healthy: bool,
+}
+impl x::SchemaType for HostFaultToleranceManagerComponentHealthInfo {
+    const TYPE_NAME: &'static str = "HostFaultToleranceManagerComponentHealthInfo";
+}
+impl x::Structure for HostFaultToleranceManagerComponentHealthInfo {}
+impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
+            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("isStorageHealthy", &self.is_storage_healthy);
+        w.write("isNetworkHealthy", &self.is_network_healthy);
+    }
+}
+/// `HostFeatureCapability` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFeatureCapability {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureCapability {
+    const TYPE_NAME: &'static str = "HostFeatureCapability";
+}
+impl x::Structure for HostFeatureCapability {}
+impl x::Fields for HostFeatureCapability {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureCapability {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureCapability";
+    const ITEM_TAG: &'static str = "HostFeatureCapability";
+}
+/// `HostFeatureMask` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFeatureMask {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureMask {
+    const TYPE_NAME: &'static str = "HostFeatureMask";
+}
+impl x::Structure for HostFeatureMask {}
+impl x::Fields for HostFeatureMask {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureMask {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureMask";
+    const ITEM_TAG: &'static str = "HostFeatureMask";
+}
+/// `HostFeatureVersionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFeatureVersionInfo {
+    /// `key`.
+    pub key: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for HostFeatureVersionInfo {
+    const TYPE_NAME: &'static str = "HostFeatureVersionInfo";
+}
+impl x::Structure for HostFeatureVersionInfo {}
+impl x::Fields for HostFeatureVersionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for HostFeatureVersionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFeatureVersionInfo";
+    const ITEM_TAG: &'static str = "HostFeatureVersionInfo";
+}
+/// `HostFibreChannelHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelHba {
+    /// The fields `HostFibreChannelHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+    /// `portType`.
+    pub port_type: FibreChannelPortType,
+    /// `speed`.
+    pub speed: i64,
+}
+impl x::SchemaType for HostFibreChannelHba {
+    const TYPE_NAME: &'static str = "HostFibreChannelHba";
+}
+impl x::Structure for HostFibreChannelHba {}
+impl std::ops::Deref for HostFibreChannelHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostFibreChannelHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostFibreChannelHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portType" => r.read(&mut self.port_type),
+            "speed" => r.read(&mut self.speed),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+        w.write("portType", &self.port_type);
+        w.write("speed", &self.speed);
+    }
+}
+/// `HostFibreChannelOverEthernetHba` (extends `HostFibreChannelHba`).
+///
+/// The fields of `HostFibreChannelHba` are in `host_fibre_channel_hba`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelOverEthernetHba {
+    /// The fields `HostFibreChannelOverEthernetHba` inherits from `HostFibreChannelHba`.
+    pub host_fibre_channel_hba: HostFibreChannelHba,
+    /// `underlyingNic`.
+    pub underlying_nic: String,
+    /// `linkInfo`.
+    pub link_info: HostFibreChannelOverEthernetHbaLinkInfo,
+    /// `isSoftwareFcoe`.
+    pub is_software_fcoe: bool,
+    /// `markedForRemoval`.
+    pub marked_for_removal: bool,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetHba {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHba";
+}
+impl x::Structure for HostFibreChannelOverEthernetHba {}
+impl std::ops::Deref for HostFibreChannelOverEthernetHba {
+    type Target = HostFibreChannelHba;
+    #[inline]
+    fn deref(&self) -> &HostFibreChannelHba {
+        &self.host_fibre_channel_hba
+    }
+}
+impl std::ops::DerefMut for HostFibreChannelOverEthernetHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFibreChannelHba {
+        &mut self.host_fibre_channel_hba
+    }
+}
+impl x::Fields for HostFibreChannelOverEthernetHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "underlyingNic" => r.read(&mut self.underlying_nic),
+            "linkInfo" => r.read(&mut self.link_info),
+            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
+            "markedForRemoval" => r.read(&mut self.marked_for_removal),
+            _ => {
+                return x::Fields::decode_field(&mut self.host_fibre_channel_hba, r, name);
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_fibre_channel_hba, w);
+        w.write("underlyingNic", &self.underlying_nic);
+        w.write("linkInfo", &self.link_info);
+        w.write("isSoftwareFcoe", &self.is_software_fcoe);
+        w.write("markedForRemoval", &self.marked_for_removal);
+    }
+}
+/// `HostFibreChannelOverEthernetHbaLinkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelOverEthernetHbaLinkInfo {
+    /// `vnportMac`.
+    pub vnport_mac: String,
+    /// `fcfMac`.
+    pub fcf_mac: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetHbaLinkInfo {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetHbaLinkInfo";
+}
+impl x::Structure for HostFibreChannelOverEthernetHbaLinkInfo {}
+impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vnportMac", &self.vnport_mac);
+        w.write("fcfMac", &self.fcf_mac);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `HostFibreChannelOverEthernetTargetTransport` (extends `HostFibreChannelTargetTransport`).
+///
+/// The fields of `HostFibreChannelTargetTransport` are in `host_fibre_channel_target_transport`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelOverEthernetTargetTransport {
+    /// The fields `HostFibreChannelOverEthernetTargetTransport` inherits from `HostFibreChannelTargetTransport`.
+    pub host_fibre_channel_target_transport: HostFibreChannelTargetTransport,
+    /// `vnportMac`.
+    pub vnport_mac: String,
+    /// `fcfMac`.
+    pub fcf_mac: String,
+    /// `vlanId`.
+    pub vlan_id: i32,
+}
+impl x::SchemaType for HostFibreChannelOverEthernetTargetTransport {
+    const TYPE_NAME: &'static str = "HostFibreChannelOverEthernetTargetTransport";
+}
+impl x::Structure for HostFibreChannelOverEthernetTargetTransport {}
+impl std::ops::Deref for HostFibreChannelOverEthernetTargetTransport {
+    type Target = HostFibreChannelTargetTransport;
+    #[inline]
+    fn deref(&self) -> &HostFibreChannelTargetTransport {
+        &self.host_fibre_channel_target_transport
+    }
+}
+impl std::ops::DerefMut for HostFibreChannelOverEthernetTargetTransport {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFibreChannelTargetTransport {
+        &mut self.host_fibre_channel_target_transport
+    }
+}
+impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_fibre_channel_target_transport,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_fibre_channel_target_transport, w);
+        w.write("vnportMac", &self.vnport_mac);
+        w.write("fcfMac", &self.fcf_mac);
+        w.write("vlanId", &self.vlan_id);
+    }
+}
+/// `HostFibreChannelTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFibreChannelTargetTransport {
+    /// `portWorldWideName`.
+    pub port_world_wide_name: i64,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: i64,
+}
+impl x::SchemaType for HostFibreChannelTargetTransport {
+    const TYPE_NAME: &'static str = "HostFibreChannelTargetTransport";
+}
+impl x::Structure for HostFibreChannelTargetTransport {}
+impl x::Fields for HostFibreChannelTargetTransport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("portWorldWideName", &self.port_world_wide_name);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostFileAccess` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileAccess {
+    /// `who`.
+    pub who: String,
+    /// `what`.
+    pub what: String,
+}
+impl x::SchemaType for HostFileAccess {
+    const TYPE_NAME: &'static str = "HostFileAccess";
+}
+impl x::Structure for HostFileAccess {}
+impl x::Fields for HostFileAccess {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "who" => r.read(&mut self.who),
+            "what" => r.read(&mut self.what),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("who", &self.who);
+        w.write("what", &self.what);
+    }
+}
+/// `HostFileSystemMountInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileSystemMountInfo {
+    /// `mountInfo`.
+    pub mount_info: HostMountInfo,
+    /// `volume`.
+    pub volume: AnyHostFileSystemVolume,
+    /// `vStorageSupport`.
+    pub vstorage_support: Option<String>,
+}
+impl x::SchemaType for HostFileSystemMountInfo {
+    const TYPE_NAME: &'static str = "HostFileSystemMountInfo";
+}
+impl x::Structure for HostFileSystemMountInfo {}
+impl x::Fields for HostFileSystemMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mountInfo" => r.read(&mut self.mount_info),
+            "volume" => r.read(&mut self.volume),
+            "vStorageSupport" => r.read_opt(&mut self.vstorage_support),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("mountInfo", &self.mount_info);
+        w.write("volume", &self.volume);
+        w.write_opt("vStorageSupport", &self.vstorage_support);
+    }
+}
+impl x::ArrayItem for HostFileSystemMountInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFileSystemMountInfo";
+    const ITEM_TAG: &'static str = "HostFileSystemMountInfo";
+}
+/// `HostFileSystemVolume` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostFileSystemVolume`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFileSystemVolume {
+    /// `type`.
+    pub type_: String,
+    /// `name`.
+    pub name: String,
+    /// `capacity`.
+    pub capacity: i64,
+}
+impl x::SchemaType for HostFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostFileSystemVolume";
+}
+impl x::Structure for HostFileSystemVolume {}
+impl x::Fields for HostFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostFileSystemVolumeInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostFileSystemVolumeInfo {
+    /// `volumeTypeList`.
+    pub volume_type_list: Vec<String>,
+    /// `mountInfo`.
+    pub mount_info: Vec<HostFileSystemMountInfo>,
+}
+impl x::SchemaType for HostFileSystemVolumeInfo {
+    const TYPE_NAME: &'static str = "HostFileSystemVolumeInfo";
+}
+impl x::Structure for HostFileSystemVolumeInfo {}
+impl Clone for HostFileSystemVolumeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            volume_type_list: x::clone_vec(&self.volume_type_list),
+            mount_info: x::clone_vec(&self.mount_info),
+        }
+    }
+}
+impl x::Fields for HostFileSystemVolumeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
+            "mountInfo" => r.read_push(&mut self.mount_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("volumeTypeList", &self.volume_type_list);
+        w.write_vec("mountInfo", &self.mount_info);
+    }
+}
+/// `HostFirewallConfig` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostFirewallConfig {
+    /// `rule`.
+    pub rule: Vec<HostFirewallConfigRuleSetConfig>,
+    /// `defaultBlockingPolicy`.
+    pub default_blocking_policy: HostFirewallDefaultPolicy,
+}
+impl x::SchemaType for HostFirewallConfig {
+    const TYPE_NAME: &'static str = "HostFirewallConfig";
+}
+impl x::Structure for HostFirewallConfig {}
+impl Clone for HostFirewallConfig {
+    fn clone(&self) -> Self {
+        Self {
+            rule: x::clone_vec(&self.rule),
+            default_blocking_policy: self.default_blocking_policy.clone(),
+        }
+    }
+}
+impl x::Fields for HostFirewallConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rule" => r.read_push(&mut self.rule),
+            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rule", &self.rule);
+        w.write("defaultBlockingPolicy", &self.default_blocking_policy);
+    }
+}
+/// `HostFirewallConfigRuleSetConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallConfigRuleSetConfig {
+    /// `rulesetId`.
+    pub ruleset_id: String,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `allowedHosts`.
+    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+}
+impl x::SchemaType for HostFirewallConfigRuleSetConfig {
+    const TYPE_NAME: &'static str = "HostFirewallConfigRuleSetConfig";
+}
+impl x::Structure for HostFirewallConfigRuleSetConfig {}
+impl x::Fields for HostFirewallConfigRuleSetConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rulesetId" => r.read(&mut self.ruleset_id),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("rulesetId", &self.ruleset_id);
+        w.write("enabled", &self.enabled);
+        w.write_opt("allowedHosts", &self.allowed_hosts);
+    }
+}
+impl x::ArrayItem for HostFirewallConfigRuleSetConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallConfigRuleSetConfig";
+    const ITEM_TAG: &'static str = "HostFirewallConfigRuleSetConfig";
+}
+/// `HostFirewallDefaultPolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallDefaultPolicy {
+    /// `incomingBlocked`.
+    pub incoming_blocked: Option<bool>,
+    /// `outgoingBlocked`.
+    pub outgoing_blocked: Option<bool>,
+}
+impl x::SchemaType for HostFirewallDefaultPolicy {
+    const TYPE_NAME: &'static str = "HostFirewallDefaultPolicy";
+}
+impl x::Structure for HostFirewallDefaultPolicy {}
+impl x::Fields for HostFirewallDefaultPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
+            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("incomingBlocked", &self.incoming_blocked);
+        w.write_opt("outgoingBlocked", &self.outgoing_blocked);
+    }
+}
+/// `HostFirewallInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostFirewallInfo {
+    /// `defaultPolicy`.
+    pub default_policy: HostFirewallDefaultPolicy,
+    /// `ruleset`.
+    pub ruleset: Vec<HostFirewallRuleset>,
+}
+impl x::SchemaType for HostFirewallInfo {
+    const TYPE_NAME: &'static str = "HostFirewallInfo";
+}
+impl x::Structure for HostFirewallInfo {}
+impl Clone for HostFirewallInfo {
+    fn clone(&self) -> Self {
+        Self {
+            default_policy: self.default_policy.clone(),
+            ruleset: x::clone_vec(&self.ruleset),
+        }
+    }
+}
+impl x::Fields for HostFirewallInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultPolicy" => r.read(&mut self.default_policy),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("defaultPolicy", &self.default_policy);
+        w.write_vec("ruleset", &self.ruleset);
+    }
+}
+/// `HostFirewallRule` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRule {
+    /// `port`.
+    pub port: i32,
+    /// `endPort`.
+    pub end_port: Option<i32>,
+    /// `direction`.
+    pub direction: HostFirewallRuleDirection,
+    /// `portType`.
+    pub port_type: Option<HostFirewallRulePortType>,
+    /// `protocol`.
+    pub protocol: String,
+}
+impl x::SchemaType for HostFirewallRule {
+    const TYPE_NAME: &'static str = "HostFirewallRule";
+}
+impl x::Structure for HostFirewallRule {}
+impl x::Fields for HostFirewallRule {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "port" => r.read(&mut self.port),
+            "endPort" => r.read_opt(&mut self.end_port),
+            "direction" => r.read(&mut self.direction),
+            "portType" => r.read_opt(&mut self.port_type),
+            "protocol" => r.read(&mut self.protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("port", &self.port);
+        w.write_opt("endPort", &self.end_port);
+        w.write("direction", &self.direction);
+        w.write_opt("portType", &self.port_type);
+        w.write("protocol", &self.protocol);
+    }
+}
+impl x::ArrayItem for HostFirewallRule {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRule";
+    const ITEM_TAG: &'static str = "HostFirewallRule";
+}
+/// `HostFirewallRuleset` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostFirewallRuleset {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `rule`.
+    pub rule: Vec<HostFirewallRule>,
+    /// `service`.
+    pub service: Option<String>,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `allowedHosts`.
+    pub allowed_hosts: Option<HostFirewallRulesetIpList>,
+    /// `userControllable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub user_controllable: Option<bool>,
+    /// `ipListUserConfigurable`.
+    ///
+    /// Since vSphere API 8.0.2.0.
+    pub ip_list_user_configurable: Option<bool>,
+}
+impl x::SchemaType for HostFirewallRuleset {
+    const TYPE_NAME: &'static str = "HostFirewallRuleset";
+}
+impl x::Structure for HostFirewallRuleset {}
+impl Clone for HostFirewallRuleset {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            label: self.label.clone(),
+            required: self.required,
+            rule: x::clone_vec(&self.rule),
+            service: self.service.clone(),
+            enabled: self.enabled,
+            allowed_hosts: self.allowed_hosts.clone(),
+            user_controllable: self.user_controllable,
+            ip_list_user_configurable: self.ip_list_user_configurable,
+        }
+    }
+}
+impl x::Fields for HostFirewallRuleset {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "rule" => r.read_push(&mut self.rule),
+            "service" => r.read_opt(&mut self.service),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
+            "userControllable" => r.read_opt(&mut self.user_controllable),
+            "ipListUserConfigurable" => r.read_opt(&mut self.ip_list_user_configurable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write_vec("rule", &self.rule);
+        w.write_opt("service", &self.service);
+        w.write("enabled", &self.enabled);
+        w.write_opt("allowedHosts", &self.allowed_hosts);
+        if w
+            .since(
+                0x0800_0200,
+                "HostFirewallRuleset.userControllable",
+                self.user_controllable.is_some(),
+            )
+        {
+            w.write_opt("userControllable", &self.user_controllable);
+        }
+        if w
+            .since(
+                0x0800_0200,
+                "HostFirewallRuleset.ipListUserConfigurable",
+                self.ip_list_user_configurable.is_some(),
+            )
+        {
+            w.write_opt("ipListUserConfigurable", &self.ip_list_user_configurable);
+        }
+    }
+}
+impl x::ArrayItem for HostFirewallRuleset {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRuleset";
+    const ITEM_TAG: &'static str = "HostFirewallRuleset";
+}
+/// `HostFirewallRulesetIpList` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostFirewallRulesetIpList {
+    /// `ipAddress`.
+    pub ip_address: Vec<String>,
+    /// `ipNetwork`.
+    pub ip_network: Vec<HostFirewallRulesetIpNetwork>,
+    /// `allIp`.
+    pub all_ip: bool,
+}
+impl x::SchemaType for HostFirewallRulesetIpList {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetIpList";
+}
+impl x::Structure for HostFirewallRulesetIpList {}
+impl Clone for HostFirewallRulesetIpList {
+    fn clone(&self) -> Self {
+        Self {
+            ip_address: x::clone_vec(&self.ip_address),
+            ip_network: x::clone_vec(&self.ip_network),
+            all_ip: self.all_ip,
+        }
+    }
+}
+impl x::Fields for HostFirewallRulesetIpList {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "ipNetwork" => r.read_push(&mut self.ip_network),
+            "allIp" => r.read(&mut self.all_ip),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipAddress", &self.ip_address);
+        w.write_vec("ipNetwork", &self.ip_network);
+        w.write("allIp", &self.all_ip);
+    }
+}
+/// `HostFirewallRulesetIpNetwork` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRulesetIpNetwork {
+    /// `network`.
+    pub network: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+}
+impl x::SchemaType for HostFirewallRulesetIpNetwork {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetIpNetwork";
+}
+impl x::Structure for HostFirewallRulesetIpNetwork {}
+impl x::Fields for HostFirewallRulesetIpNetwork {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("network", &self.network);
+        w.write("prefixLength", &self.prefix_length);
+    }
+}
+impl x::ArrayItem for HostFirewallRulesetIpNetwork {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostFirewallRulesetIpNetwork";
+    const ITEM_TAG: &'static str = "HostFirewallRulesetIpNetwork";
+}
+/// `HostFirewallRulesetRulesetSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFirewallRulesetRulesetSpec {
+    /// `allowedHosts`.
+    pub allowed_hosts: HostFirewallRulesetIpList,
+}
+impl x::SchemaType for HostFirewallRulesetRulesetSpec {
+    const TYPE_NAME: &'static str = "HostFirewallRulesetRulesetSpec";
+}
+impl x::Structure for HostFirewallRulesetRulesetSpec {}
+impl x::Fields for HostFirewallRulesetRulesetSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowedHosts" => r.read(&mut self.allowed_hosts),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("allowedHosts", &self.allowed_hosts);
+    }
+}
+/// `HostFlagInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFlagInfo {
+    /// `backgroundSnapshotsEnabled`.
+    pub background_snapshots_enabled: Option<bool>,
+}
+impl x::SchemaType for HostFlagInfo {
+    const TYPE_NAME: &'static str = "HostFlagInfo";
+}
+impl x::Structure for HostFlagInfo {}
+impl x::Fields for HostFlagInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "backgroundSnapshotsEnabled" => {
+                r.read_opt(&mut self.background_snapshots_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
+    }
+}
+/// `HostForceMountedInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostForceMountedInfo {
+    /// `persist`.
+    pub persist: bool,
+    /// `mounted`.
+    pub mounted: bool,
+}
+impl x::SchemaType for HostForceMountedInfo {
+    const TYPE_NAME: &'static str = "HostForceMountedInfo";
+}
+impl x::Structure for HostForceMountedInfo {}
+impl x::Fields for HostForceMountedInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "persist" => r.read(&mut self.persist),
+            "mounted" => r.read(&mut self.mounted),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("persist", &self.persist);
+        w.write("mounted", &self.mounted);
+    }
+}
+/// `HostFru` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostFru {
+    /// `type`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub type_: String,
+    /// `partName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub part_name: String,
+    /// `partNumber`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub part_number: String,
+    /// `manufacturer`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub manufacturer: String,
+    /// `serialNumber`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub serial_number: Option<String>,
+    /// `mfgTimeStamp`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mfg_time_stamp: Option<x::DateTime>,
+}
+impl x::SchemaType for HostFru {
+    const TYPE_NAME: &'static str = "HostFru";
+}
+impl x::Structure for HostFru {}
+impl x::Fields for HostFru {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "partName" => r.read(&mut self.part_name),
+            "partNumber" => r.read(&mut self.part_number),
+            "manufacturer" => r.read(&mut self.manufacturer),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "mfgTimeStamp" => r.read_opt(&mut self.mfg_time_stamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type HostFru", true);
+        w.write("type", &self.type_);
+        w.write("partName", &self.part_name);
+        w.write("partNumber", &self.part_number);
+        w.write("manufacturer", &self.manufacturer);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_opt("mfgTimeStamp", &self.mfg_time_stamp);
+    }
+}
+/// `HostGatewaySpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostGatewaySpec {
+    /// `gatewayType`.
+    pub gateway_type: String,
+    /// `gatewayId`.
+    pub gateway_id: Option<String>,
+    /// `trustVerificationToken`.
+    pub trust_verification_token: Option<String>,
+    /// `hostAuthParams`.
+    pub host_auth_params: Vec<KeyValue>,
+}
+impl x::SchemaType for HostGatewaySpec {
+    const TYPE_NAME: &'static str = "HostGatewaySpec";
+}
+impl x::Structure for HostGatewaySpec {}
+impl Clone for HostGatewaySpec {
+    fn clone(&self) -> Self {
+        Self {
+            gateway_type: self.gateway_type.clone(),
+            gateway_id: self.gateway_id.clone(),
+            trust_verification_token: self.trust_verification_token.clone(),
+            host_auth_params: x::clone_vec(&self.host_auth_params),
+        }
+    }
+}
+impl x::Fields for HostGatewaySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read_opt(&mut self.gateway_id),
+            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token),
+            "hostAuthParams" => r.read_push(&mut self.host_auth_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("gatewayType", &self.gateway_type);
+        w.write_opt("gatewayId", &self.gateway_id);
+        w.write_opt("trustVerificationToken", &self.trust_verification_token);
+        w.write_vec("hostAuthParams", &self.host_auth_params);
+    }
+}
+/// `HostGetShortNameFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGetShortNameFailedEvent {
+    /// The fields `HostGetShortNameFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostGetShortNameFailedEvent {
+    const TYPE_NAME: &'static str = "HostGetShortNameFailedEvent";
+}
+impl x::Structure for HostGetShortNameFailedEvent {}
+impl std::ops::Deref for HostGetShortNameFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostGetShortNameFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostGetShortNameFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostGraphicsConfig` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostGraphicsConfig {
+    /// `hostDefaultGraphicsType`.
+    pub host_default_graphics_type: String,
+    /// `sharedPassthruAssignmentPolicy`.
+    pub shared_passthru_assignment_policy: String,
+    /// `deviceType`.
+    pub device_type: Vec<HostGraphicsConfigDeviceType>,
+}
+impl x::SchemaType for HostGraphicsConfig {
+    const TYPE_NAME: &'static str = "HostGraphicsConfig";
+}
+impl x::Structure for HostGraphicsConfig {}
+impl Clone for HostGraphicsConfig {
+    fn clone(&self) -> Self {
+        Self {
+            host_default_graphics_type: self.host_default_graphics_type.clone(),
+            shared_passthru_assignment_policy: self
+                .shared_passthru_assignment_policy
+                .clone(),
+            device_type: x::clone_vec(&self.device_type),
+        }
+    }
+}
+impl x::Fields for HostGraphicsConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type),
+            "sharedPassthruAssignmentPolicy" => {
+                r.read(&mut self.shared_passthru_assignment_policy)
+            }
+            "deviceType" => r.read_push(&mut self.device_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
+        w.write(
+            "sharedPassthruAssignmentPolicy",
+            &self.shared_passthru_assignment_policy,
+        );
+        w.write_vec("deviceType", &self.device_type);
+    }
+}
+/// `HostGraphicsConfigDeviceType` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostGraphicsConfigDeviceType {
+    /// `deviceId`.
+    pub device_id: String,
+    /// `graphicsType`.
+    pub graphics_type: String,
+    /// `vgpuMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vgpu_mode: Option<String>,
+}
+impl x::SchemaType for HostGraphicsConfigDeviceType {
+    const TYPE_NAME: &'static str = "HostGraphicsConfigDeviceType";
+}
+impl x::Structure for HostGraphicsConfigDeviceType {}
+impl x::Fields for HostGraphicsConfigDeviceType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceId" => r.read(&mut self.device_id),
+            "graphicsType" => r.read(&mut self.graphics_type),
+            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceId", &self.device_id);
+        w.write("graphicsType", &self.graphics_type);
+        if w
+            .since(
+                0x0800_0300,
+                "HostGraphicsConfigDeviceType.vgpuMode",
+                self.vgpu_mode.is_some(),
+            )
+        {
+            w.write_opt("vgpuMode", &self.vgpu_mode);
+        }
+    }
+}
+impl x::ArrayItem for HostGraphicsConfigDeviceType {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsConfigDeviceType";
+    const ITEM_TAG: &'static str = "HostGraphicsConfigDeviceType";
+}
+/// `HostGraphicsInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostGraphicsInfo {
+    /// `deviceName`.
+    pub device_name: String,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `pciId`.
+    pub pci_id: String,
+    /// `graphicsType`.
+    pub graphics_type: String,
+    /// `vgpuMode`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub vgpu_mode: Option<String>,
+    /// `memorySizeInKB`.
+    pub memory_size_in_kb: i64,
+    /// `vm`.
+    pub vm: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for HostGraphicsInfo {
+    const TYPE_NAME: &'static str = "HostGraphicsInfo";
+}
+impl x::Structure for HostGraphicsInfo {}
+impl Clone for HostGraphicsInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device_name: self.device_name.clone(),
+            vendor_name: self.vendor_name.clone(),
+            pci_id: self.pci_id.clone(),
+            graphics_type: self.graphics_type.clone(),
+            vgpu_mode: self.vgpu_mode.clone(),
+            memory_size_in_kb: self.memory_size_in_kb,
+            vm: x::clone_vec(&self.vm),
+        }
+    }
+}
+impl x::Fields for HostGraphicsInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "pciId" => r.read(&mut self.pci_id),
+            "graphicsType" => r.read(&mut self.graphics_type),
+            "vgpuMode" => r.read_opt(&mut self.vgpu_mode),
+            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb),
+            "vm" => r.read_push(&mut self.vm),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("vendorName", &self.vendor_name);
+        w.write("pciId", &self.pci_id);
+        w.write("graphicsType", &self.graphics_type);
+        if w.since(0x0800_0300, "HostGraphicsInfo.vgpuMode", self.vgpu_mode.is_some()) {
+            w.write_opt("vgpuMode", &self.vgpu_mode);
+        }
+        w.write("memorySizeInKB", &self.memory_size_in_kb);
+        w.write_vec("vm", &self.vm);
+    }
+}
+impl x::ArrayItem for HostGraphicsInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostGraphicsInfo";
+    const ITEM_TAG: &'static str = "HostGraphicsInfo";
+}
+/// `HostHardwareElementInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHardwareElementInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHardwareElementInfo {
+    /// `name`.
+    pub name: String,
+    /// `status`.
+    pub status: AnyElementDescription,
+}
+impl x::SchemaType for HostHardwareElementInfo {
+    const TYPE_NAME: &'static str = "HostHardwareElementInfo";
+}
+impl x::Structure for HostHardwareElementInfo {}
+impl x::Fields for HostHardwareElementInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("status", &self.status);
+    }
+}
+/// `HostHardwareInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostHardwareInfo {
+    /// `systemInfo`.
+    pub system_info: HostSystemInfo,
+    /// `cpuPowerManagementInfo`.
+    pub cpu_power_management_info: Option<HostCpuPowerManagementInfo>,
+    /// `cpuInfo`.
+    pub cpu_info: HostCpuInfo,
+    /// `cpuPkg`.
+    pub cpu_pkg: Vec<HostCpuPackage>,
+    /// `memorySize`.
+    pub memory_size: i64,
+    /// `numaInfo`.
+    pub numa_info: Option<HostNumaInfo>,
+    /// `smcPresent`.
+    pub smc_present: Option<bool>,
+    /// `pciDevice`.
+    pub pci_device: Vec<HostPciDevice>,
+    /// `dvxClasses`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dvx_classes: Vec<HostDvxClass>,
+    /// `cpuFeature`.
+    pub cpu_feature: Vec<HostCpuIdInfo>,
+    /// `biosInfo`.
+    pub bios_info: Option<HostBIOSInfo>,
+    /// `reliableMemoryInfo`.
+    pub reliable_memory_info: Option<HostReliableMemoryInfo>,
+    /// `persistentMemoryInfo`.
+    pub persistent_memory_info: Option<HostPersistentMemoryInfo>,
+    /// `sgxInfo`.
+    pub sgx_info: Option<HostSgxInfo>,
+    /// `sevInfo`.
+    pub sev_info: Option<HostSevInfo>,
+    /// `memoryTieringType`.
+    pub memory_tiering_type: Option<String>,
+    /// `memoryTierInfo`.
+    pub memory_tier_info: Vec<HostMemoryTierInfo>,
+    /// `tdxInfo`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub tdx_info: Option<HostTdxInfo>,
+}
+impl x::SchemaType for HostHardwareInfo {
+    const TYPE_NAME: &'static str = "HostHardwareInfo";
+}
+impl x::Structure for HostHardwareInfo {}
+impl Clone for HostHardwareInfo {
+    fn clone(&self) -> Self {
+        Self {
+            system_info: self.system_info.clone(),
+            cpu_power_management_info: self.cpu_power_management_info.clone(),
+            cpu_info: self.cpu_info.clone(),
+            cpu_pkg: x::clone_vec(&self.cpu_pkg),
+            memory_size: self.memory_size,
+            numa_info: self.numa_info.clone(),
+            smc_present: self.smc_present,
+            pci_device: x::clone_vec(&self.pci_device),
+            dvx_classes: x::clone_vec(&self.dvx_classes),
+            cpu_feature: x::clone_vec(&self.cpu_feature),
+            bios_info: self.bios_info.clone(),
+            reliable_memory_info: self.reliable_memory_info.clone(),
+            persistent_memory_info: self.persistent_memory_info.clone(),
+            sgx_info: self.sgx_info.clone(),
+            sev_info: self.sev_info.clone(),
+            memory_tiering_type: self.memory_tiering_type.clone(),
+            memory_tier_info: x::clone_vec(&self.memory_tier_info),
+            tdx_info: self.tdx_info.clone(),
+        }
+    }
+}
+impl x::Fields for HostHardwareInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "systemInfo" => r.read(&mut self.system_info),
+            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info),
+            "cpuInfo" => r.read(&mut self.cpu_info),
+            "cpuPkg" => r.read_push(&mut self.cpu_pkg),
+            "memorySize" => r.read(&mut self.memory_size),
+            "numaInfo" => r.read_opt(&mut self.numa_info),
+            "smcPresent" => r.read_opt(&mut self.smc_present),
+            "pciDevice" => r.read_push(&mut self.pci_device),
+            "dvxClasses" => r.read_push(&mut self.dvx_classes),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "biosInfo" => r.read_opt(&mut self.bios_info),
+            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info),
+            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "sevInfo" => r.read_opt(&mut self.sev_info),
+            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type),
+            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info),
+            "tdxInfo" => r.read_opt(&mut self.tdx_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("systemInfo", &self.system_info);
+        w.write_opt("cpuPowerManagementInfo", &self.cpu_power_management_info);
+        w.write("cpuInfo", &self.cpu_info);
+        w.write_vec("cpuPkg", &self.cpu_pkg);
+        w.write("memorySize", &self.memory_size);
+        w.write_opt("numaInfo", &self.numa_info);
+        w.write_opt("smcPresent", &self.smc_present);
+        w.write_vec("pciDevice", &self.pci_device);
+        if w
+            .since(
+                0x0800_0001,
+                "HostHardwareInfo.dvxClasses",
+                !self.dvx_classes.is_empty(),
+            )
+        {
+            w.write_vec("dvxClasses", &self.dvx_classes);
+        }
+        w.write_vec("cpuFeature", &self.cpu_feature);
+        w.write_opt("biosInfo", &self.bios_info);
+        w.write_opt("reliableMemoryInfo", &self.reliable_memory_info);
+        w.write_opt("persistentMemoryInfo", &self.persistent_memory_info);
+        w.write_opt("sgxInfo", &self.sgx_info);
+        w.write_opt("sevInfo", &self.sev_info);
+        w.write_opt("memoryTieringType", &self.memory_tiering_type);
+        w.write_vec("memoryTierInfo", &self.memory_tier_info);
+        if w.since(0x0900_0000, "HostHardwareInfo.tdxInfo", self.tdx_info.is_some()) {
+            w.write_opt("tdxInfo", &self.tdx_info);
+        }
+    }
+}
+/// `HostHardwareStatusInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostHardwareStatusInfo {
+    /// `memoryStatusInfo`.
+    pub memory_status_info: Vec<AnyHostHardwareElementInfo>,
+    /// `cpuStatusInfo`.
+    pub cpu_status_info: Vec<AnyHostHardwareElementInfo>,
+    /// `storageStatusInfo`.
+    pub storage_status_info: Vec<HostStorageElementInfo>,
+    /// `dpuStatusInfo`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub dpu_status_info: Vec<DpuStatusInfo>,
+}
+impl x::SchemaType for HostHardwareStatusInfo {
+    const TYPE_NAME: &'static str = "HostHardwareStatusInfo";
+}
+impl x::Structure for HostHardwareStatusInfo {}
+impl Clone for HostHardwareStatusInfo {
+    fn clone(&self) -> Self {
+        Self {
+            memory_status_info: x::clone_vec(&self.memory_status_info),
+            cpu_status_info: x::clone_vec(&self.cpu_status_info),
+            storage_status_info: x::clone_vec(&self.storage_status_info),
+            dpu_status_info: x::clone_vec(&self.dpu_status_info),
+        }
+    }
+}
+impl x::Fields for HostHardwareStatusInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info),
+            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info),
+            "storageStatusInfo" => r.read_push(&mut self.storage_status_info),
+            "dpuStatusInfo" => r.read_push(&mut self.dpu_status_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("memoryStatusInfo", &self.memory_status_info);
+        w.write_vec("cpuStatusInfo", &self.cpu_status_info);
+        w.write_vec("storageStatusInfo", &self.storage_status_info);
+        if w
+            .since(
+                0x0800_0001,
+                "HostHardwareStatusInfo.dpuStatusInfo",
+                !self.dpu_status_info.is_empty(),
+            )
+        {
+            w.write_vec("dpuStatusInfo", &self.dpu_status_info);
+        }
+    }
+}
+/// `HostHardwareSummary` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostHardwareSummary {
+    /// `vendor`.
+    pub vendor: String,
+    /// `model`.
+    pub model: String,
+    /// `family`.
+    ///
+    /// Since vSphere API 9.0.0.0.
+    pub family: Option<String>,
+    /// `uuid`.
+    pub uuid: String,
+    /// `otherIdentifyingInfo`.
+    pub other_identifying_info: Vec<HostSystemIdentificationInfo>,
+    /// `memorySize`.
+    pub memory_size: i64,
+    /// `cpuModel`.
+    pub cpu_model: String,
+    /// `cpuMhz`.
+    pub cpu_mhz: i32,
+    /// `numCpuPkgs`.
+    pub num_cpu_pkgs: i16,
+    /// `numCpuCores`.
+    pub num_cpu_cores: i16,
+    /// `numCpuThreads`.
+    pub num_cpu_threads: i16,
+    /// `numNics`.
+    pub num_nics: i32,
+    /// `numHBAs`.
+    pub num_hbas: i32,
+}
+impl x::SchemaType for HostHardwareSummary {
+    const TYPE_NAME: &'static str = "HostHardwareSummary";
+}
+impl x::Structure for HostHardwareSummary {}
+impl Clone for HostHardwareSummary {
+    fn clone(&self) -> Self {
+        Self {
+            vendor: self.vendor.clone(),
+            model: self.model.clone(),
+            family: self.family.clone(),
+            uuid: self.uuid.clone(),
+            other_identifying_info: x::clone_vec(&self.other_identifying_info),
+            memory_size: self.memory_size,
+            cpu_model: self.cpu_model.clone(),
+            cpu_mhz: self.cpu_mhz,
+            num_cpu_pkgs: self.num_cpu_pkgs,
+            num_cpu_cores: self.num_cpu_cores,
+            num_cpu_threads: self.num_cpu_threads,
+            num_nics: self.num_nics,
+            num_hbas: self.num_hbas,
+        }
+    }
+}
+impl x::Fields for HostHardwareSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "family" => r.read_opt(&mut self.family),
+            "uuid" => r.read(&mut self.uuid),
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "memorySize" => r.read(&mut self.memory_size),
+            "cpuModel" => r.read(&mut self.cpu_model),
+            "cpuMhz" => r.read(&mut self.cpu_mhz),
+            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "numNics" => r.read(&mut self.num_nics),
+            "numHBAs" => r.read(&mut self.num_hbas),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendor", &self.vendor);
+        w.write("model", &self.model);
+        if w.since(0x0900_0000, "HostHardwareSummary.family", self.family.is_some()) {
+            w.write_opt("family", &self.family);
+        }
+        w.write("uuid", &self.uuid);
+        w.write_vec("otherIdentifyingInfo", &self.other_identifying_info);
+        w.write("memorySize", &self.memory_size);
+        w.write("cpuModel", &self.cpu_model);
+        w.write("cpuMhz", &self.cpu_mhz);
+        w.write("numCpuPkgs", &self.num_cpu_pkgs);
+        w.write("numCpuCores", &self.num_cpu_cores);
+        w.write("numCpuThreads", &self.num_cpu_threads);
+        w.write("numNics", &self.num_nics);
+        w.write("numHBAs", &self.num_hbas);
+    }
+}
+/// `HostHasComponentFailure` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHasComponentFailure {
+    /// The fields `HostHasComponentFailure` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `hostName`.
+    pub host_name: String,
+    /// `componentType`.
+    pub component_type: String,
+    /// `componentName`.
+    pub component_name: String,
+}
+impl x::SchemaType for HostHasComponentFailure {
+    const TYPE_NAME: &'static str = "HostHasComponentFailure";
+}
+impl x::Structure for HostHasComponentFailure {}
+impl std::ops::Deref for HostHasComponentFailure {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for HostHasComponentFailure {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+impl x::Fields for HostHasComponentFailure {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "componentType" => r.read(&mut self.component_type),
+            "componentName" => r.read(&mut self.component_name),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write("hostName", &self.host_name);
+        w.write("componentType", &self.component_type);
+        w.write("componentName", &self.component_name);
+    }
+}
+/// `HostHbaCreateSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHbaCreateSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHbaCreateSpec {}
+impl x::SchemaType for HostHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostHbaCreateSpec";
+}
+impl x::Structure for HostHbaCreateSpec {}
+impl x::Fields for HostHbaCreateSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostHostBusAdapter` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostHostBusAdapter`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHostBusAdapter {
+    /// `key`.
+    pub key: Option<String>,
+    /// `device`.
+    pub device: String,
+    /// `bus`.
+    pub bus: i32,
+    /// `status`.
+    pub status: String,
+    /// `model`.
+    pub model: String,
+    /// `driver`.
+    pub driver: Option<String>,
+    /// `pci`.
+    pub pci: Option<String>,
+    /// `storageProtocol`.
+    pub storage_protocol: Option<String>,
+    /// `driverVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub driver_version: Option<String>,
+    /// `firmwareVersion`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub firmware_version: Option<String>,
+}
+impl x::SchemaType for HostHostBusAdapter {
+    const TYPE_NAME: &'static str = "HostHostBusAdapter";
+}
+impl x::Structure for HostHostBusAdapter {}
+impl x::Fields for HostHostBusAdapter {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "driverVersion" => r.read_opt(&mut self.driver_version),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.driverVersion",
+                self.driver_version.is_some(),
+            )
+        {
+            w.write_opt("driverVersion", &self.driver_version);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostHostBusAdapter.firmwareVersion",
+                self.firmware_version.is_some(),
+            )
+        {
+            w.write_opt("firmwareVersion", &self.firmware_version);
+        }
+    }
+}
+/// `HostHyperThreadScheduleInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostHyperThreadScheduleInfo {
+    /// `available`.
+    pub available: bool,
+    /// `active`.
+    pub active: bool,
+    /// `config`.
+    pub config: bool,
+}
+impl x::SchemaType for HostHyperThreadScheduleInfo {
+    const TYPE_NAME: &'static str = "HostHyperThreadScheduleInfo";
+}
+impl x::Structure for HostHyperThreadScheduleInfo {}
+impl x::Fields for HostHyperThreadScheduleInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "available" => r.read(&mut self.available),
+            "active" => r.read(&mut self.active),
+            "config" => r.read(&mut self.config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("available", &self.available);
+        w.write("active", &self.active);
+        w.write("config", &self.config);
+    }
+}
+/// `HostImageProfileSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostImageProfileSummary {
+    /// `name`.
+    pub name: String,
+    /// `vendor`.
+    pub vendor: String,
+}
+impl x::SchemaType for HostImageProfileSummary {
+    const TYPE_NAME: &'static str = "HostImageProfileSummary";
+}
+impl x::Structure for HostImageProfileSummary {}
+impl x::Fields for HostImageProfileSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("vendor", &self.vendor);
+    }
+}
+/// `HostInAuditModeEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInAuditModeEvent {
+    /// The fields `HostInAuditModeEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostInAuditModeEvent {
+    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
+}
+impl x::Structure for HostInAuditModeEvent {}
+impl std::ops::Deref for HostInAuditModeEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostInAuditModeEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostInAuditModeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostInDomain` (extends `HostConfigFault`).
+///
+/// The fields of `HostConfigFault` are in `host_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInDomain {
+    /// The fields `HostInDomain` inherits from `HostConfigFault`.
+    pub host_config_fault: HostConfigFault,
+}
+impl x::SchemaType for HostInDomain {
+    const TYPE_NAME: &'static str = "HostInDomain";
+}
+impl x::Structure for HostInDomain {}
+impl std::ops::Deref for HostInDomain {
+    type Target = HostConfigFault;
+    #[inline]
+    fn deref(&self) -> &HostConfigFault {
+        &self.host_config_fault
+    }
+}
+impl std::ops::DerefMut for HostInDomain {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostConfigFault {
+        &mut self.host_config_fault
+    }
+}
+impl x::Fields for HostInDomain {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_config_fault, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_config_fault, w);
+    }
+}
+/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
+///
+/// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIncompatibleForFaultTolerance {
+    /// The fields `HostIncompatibleForFaultTolerance` inherits from `VmFaultToleranceIssue`.
+    pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostIncompatibleForFaultTolerance {
+    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
+}
+impl x::Structure for HostIncompatibleForFaultTolerance {}
+impl std::ops::Deref for HostIncompatibleForFaultTolerance {
+    type Target = VmFaultToleranceIssue;
+    #[inline]
+    fn deref(&self) -> &VmFaultToleranceIssue {
+        &self.vm_fault_tolerance_issue
+    }
+}
+impl std::ops::DerefMut for HostIncompatibleForFaultTolerance {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmFaultToleranceIssue {
+        &mut self.vm_fault_tolerance_issue
+    }
+}
+impl x::Fields for HostIncompatibleForFaultTolerance {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.vm_fault_tolerance_issue,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_fault_tolerance_issue, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
+///
+/// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIncompatibleForRecordReplay {
+    /// The fields `HostIncompatibleForRecordReplay` inherits from `VimFault`.
+    pub vim_fault: VimFault,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostIncompatibleForRecordReplay {
+    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
+}
+impl x::Structure for HostIncompatibleForRecordReplay {}
+impl std::ops::Deref for HostIncompatibleForRecordReplay {
+    type Target = VimFault;
+    #[inline]
+    fn deref(&self) -> &VimFault {
+        &self.vim_fault
+    }
+}
+impl std::ops::DerefMut for HostIncompatibleForRecordReplay {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VimFault {
+        &mut self.vim_fault
+    }
+}
+impl x::Fields for HostIncompatibleForRecordReplay {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return x::Fields::decode_field(&mut self.vim_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vim_fault, w);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
+///
+/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct HostInternetScsiHba {
+    /// The fields `HostInternetScsiHba` inherits from `HostHostBusAdapter`.
+    pub host_host_bus_adapter: HostHostBusAdapter,
+    /// `isSoftwareBased`.
+    pub is_software_based: bool,
+    /// `canBeDisabled`.
+    pub can_be_disabled: Option<bool>,
+    /// `networkBindingSupport`.
+    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
+    /// `discoveryCapabilities`.
+    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
+    /// `discoveryProperties`.
+    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
+    /// `authenticationCapabilities`.
+    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
+    /// `authenticationProperties`.
+    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
+    /// `digestCapabilities`.
+    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `ipCapabilities`.
+    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
+    /// `ipProperties`.
+    pub ip_properties: HostInternetScsiHbaIPProperties,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: Option<String>,
+    /// `configuredSendTarget`.
+    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
+    /// `configuredStaticTarget`.
+    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `maxSpeedMb`.
+    pub max_speed_mb: Option<i32>,
+    /// `currentSpeedMb`.
+    pub current_speed_mb: Option<i32>,
+}
+impl x::SchemaType for HostInternetScsiHba {
+    const TYPE_NAME: &'static str = "HostInternetScsiHba";
+}
+impl x::Structure for HostInternetScsiHba {}
+impl Clone for HostInternetScsiHba {
+    fn clone(&self) -> Self {
+        Self {
+            host_host_bus_adapter: self.host_host_bus_adapter.clone(),
+            is_software_based: self.is_software_based,
+            can_be_disabled: self.can_be_disabled,
+            network_binding_support: self.network_binding_support.clone(),
+            discovery_capabilities: self.discovery_capabilities.clone(),
+            discovery_properties: self.discovery_properties.clone(),
+            authentication_capabilities: self.authentication_capabilities.clone(),
+            authentication_properties: self.authentication_properties.clone(),
+            digest_capabilities: self.digest_capabilities.clone(),
+            digest_properties: self.digest_properties.clone(),
+            ip_capabilities: self.ip_capabilities.clone(),
+            ip_properties: self.ip_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            i_scsi_name: self.i_scsi_name.clone(),
+            i_scsi_alias: self.i_scsi_alias.clone(),
+            configured_send_target: x::clone_vec(&self.configured_send_target),
+            configured_static_target: x::clone_vec(&self.configured_static_target),
+            max_speed_mb: self.max_speed_mb,
+            current_speed_mb: self.current_speed_mb,
+        }
+    }
+}
+impl std::ops::Deref for HostInternetScsiHba {
+    type Target = HostHostBusAdapter;
+    #[inline]
+    fn deref(&self) -> &HostHostBusAdapter {
+        &self.host_host_bus_adapter
+    }
+}
+impl std::ops::DerefMut for HostInternetScsiHba {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
+        &mut self.host_host_bus_adapter
+    }
+}
+impl x::Fields for HostInternetScsiHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isSoftwareBased" => r.read(&mut self.is_software_based),
+            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
+            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
+            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
+            "discoveryProperties" => r.read(&mut self.discovery_properties),
+            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
+            "authenticationProperties" => r.read(&mut self.authentication_properties),
+            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "ipCapabilities" => r.read(&mut self.ip_capabilities),
+            "ipProperties" => r.read(&mut self.ip_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
+            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
+            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
+            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
+            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
+            _ => return x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
+        w.write("isSoftwareBased", &self.is_software_based);
+        w.write_opt("canBeDisabled", &self.can_be_disabled);
+        w.write_opt("networkBindingSupport", &self.network_binding_support);
+        w.write("discoveryCapabilities", &self.discovery_capabilities);
+        w.write("discoveryProperties", &self.discovery_properties);
+        w.write("authenticationCapabilities", &self.authentication_capabilities);
+        w.write("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestCapabilities", &self.digest_capabilities);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write("ipCapabilities", &self.ip_capabilities);
+        w.write("ipProperties", &self.ip_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("configuredSendTarget", &self.configured_send_target);
+        w.write_vec("configuredStaticTarget", &self.configured_static_target);
+        w.write_opt("maxSpeedMb", &self.max_speed_mb);
+        w.write_opt("currentSpeedMb", &self.current_speed_mb);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaAuthenticationCapabilities {
+    /// `chapAuthSettable`.
+    pub chap_auth_settable: bool,
+    /// `krb5AuthSettable`.
+    pub krb5_auth_settable: bool,
+    /// `srpAuthSettable`.
+    pub srp_auth_settable: bool,
+    /// `spkmAuthSettable`.
+    pub spkm_auth_settable: bool,
+    /// `mutualChapSettable`.
+    pub mutual_chap_settable: Option<bool>,
+    /// `targetChapSettable`.
+    pub target_chap_settable: Option<bool>,
+    /// `targetMutualChapSettable`.
+    pub target_mutual_chap_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
+impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
+            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
+            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
+            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
+            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
+            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
+            "targetMutualChapSettable" => {
+                r.read_opt(&mut self.target_mutual_chap_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthSettable", &self.chap_auth_settable);
+        w.write("krb5AuthSettable", &self.krb5_auth_settable);
+        w.write("srpAuthSettable", &self.srp_auth_settable);
+        w.write("spkmAuthSettable", &self.spkm_auth_settable);
+        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
+        w.write_opt("targetChapSettable", &self.target_chap_settable);
+        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaAuthenticationProperties {
+    /// `chapAuthEnabled`.
+    pub chap_auth_enabled: bool,
+    /// `chapName`.
+    pub chap_name: Option<String>,
+    /// `chapSecret`.
+    pub chap_secret: Option<String>,
+    /// `chapAuthenticationType`.
+    pub chap_authentication_type: Option<String>,
+    /// `chapInherited`.
+    pub chap_inherited: Option<bool>,
+    /// `mutualChapName`.
+    pub mutual_chap_name: Option<String>,
+    /// `mutualChapSecret`.
+    pub mutual_chap_secret: Option<String>,
+    /// `mutualChapAuthenticationType`.
+    pub mutual_chap_authentication_type: Option<String>,
+    /// `mutualChapInherited`.
+    pub mutual_chap_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
+impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
+            "chapName" => r.read_opt(&mut self.chap_name),
+            "chapSecret" => r.read_opt(&mut self.chap_secret),
+            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
+            "chapInherited" => r.read_opt(&mut self.chap_inherited),
+            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
+            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
+            "mutualChapAuthenticationType" => {
+                r.read_opt(&mut self.mutual_chap_authentication_type)
+            }
+            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthEnabled", &self.chap_auth_enabled);
+        w.write_opt("chapName", &self.chap_name);
+        w.write_opt("chapSecret", &self.chap_secret);
+        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
+        w.write_opt("chapInherited", &self.chap_inherited);
+        w.write_opt("mutualChapName", &self.mutual_chap_name);
+        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
+        w.write_opt(
+            "mutualChapAuthenticationType",
+            &self.mutual_chap_authentication_type,
+        );
+        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
+    }
+}
+/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDigestCapabilities {
+    /// `headerDigestSettable`.
+    pub header_digest_settable: Option<bool>,
+    /// `dataDigestSettable`.
+    pub data_digest_settable: Option<bool>,
+    /// `targetHeaderDigestSettable`.
+    pub target_header_digest_settable: Option<bool>,
+    /// `targetDataDigestSettable`.
+    pub target_data_digest_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
+impl x::Fields for HostInternetScsiHbaDigestCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
+            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
+            "targetHeaderDigestSettable" => {
+                r.read_opt(&mut self.target_header_digest_settable)
+            }
+            "targetDataDigestSettable" => {
+                r.read_opt(&mut self.target_data_digest_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestSettable", &self.header_digest_settable);
+        w.write_opt("dataDigestSettable", &self.data_digest_settable);
+        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
+        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
+    }
+}
+/// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDigestProperties {
+    /// `headerDigestType`.
+    pub header_digest_type: Option<String>,
+    /// `headerDigestInherited`.
+    pub header_digest_inherited: Option<bool>,
+    /// `dataDigestType`.
+    pub data_digest_type: Option<String>,
+    /// `dataDigestInherited`.
+    pub data_digest_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestProperties";
+}
+impl x::Structure for HostInternetScsiHbaDigestProperties {}
+impl x::Fields for HostInternetScsiHbaDigestProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
+            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
+            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
+            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestType", &self.header_digest_type);
+        w.write_opt("headerDigestInherited", &self.header_digest_inherited);
+        w.write_opt("dataDigestType", &self.data_digest_type);
+        w.write_opt("dataDigestInherited", &self.data_digest_inherited);
+    }
+}
+/// `HostInternetScsiHbaDiscoveryCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDiscoveryCapabilities {
+    /// `iSnsDiscoverySettable`.
+    pub i_sns_discovery_settable: bool,
+    /// `slpDiscoverySettable`.
+    pub slp_discovery_settable: bool,
+    /// `staticTargetDiscoverySettable`.
+    pub static_target_discovery_settable: bool,
+    /// `sendTargetsDiscoverySettable`.
+    pub send_targets_discovery_settable: bool,
+}
+impl x::SchemaType for HostInternetScsiHbaDiscoveryCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDiscoveryCapabilities {}
+impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
+            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
+            "staticTargetDiscoverySettable" => {
+                r.read(&mut self.static_target_discovery_settable)
+            }
+            "sendTargetsDiscoverySettable" => {
+                r.read(&mut self.send_targets_discovery_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
+        w.write("slpDiscoverySettable", &self.slp_discovery_settable);
+        w.write("staticTargetDiscoverySettable", &self.static_target_discovery_settable);
+        w.write("sendTargetsDiscoverySettable", &self.send_targets_discovery_settable);
+    }
+}
+/// `HostInternetScsiHbaDiscoveryProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDiscoveryProperties {
+    /// `iSnsDiscoveryEnabled`.
+    pub i_sns_discovery_enabled: bool,
+    /// `iSnsDiscoveryMethod`.
+    pub i_sns_discovery_method: Option<String>,
+    /// `iSnsHost`.
+    pub i_sns_host: Option<String>,
+    /// `slpDiscoveryEnabled`.
+    pub slp_discovery_enabled: bool,
+    /// `slpDiscoveryMethod`.
+    pub slp_discovery_method: Option<String>,
+    /// `slpHost`.
+    pub slp_host: Option<String>,
+    /// `staticTargetDiscoveryEnabled`.
+    pub static_target_discovery_enabled: bool,
+    /// `sendTargetsDiscoveryEnabled`.
+    pub send_targets_discovery_enabled: bool,
+}
+impl x::SchemaType for HostInternetScsiHbaDiscoveryProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDiscoveryProperties";
+}
+impl x::Structure for HostInternetScsiHbaDiscoveryProperties {}
+impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
+            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
+            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
+            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
+            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
+            "slpHost" => r.read_opt(&mut self.slp_host),
+            "staticTargetDiscoveryEnabled" => {
+                r.read(&mut self.static_target_discovery_enabled)
+            }
+            "sendTargetsDiscoveryEnabled" => {
+                r.read(&mut self.send_targets_discovery_enabled)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
+        w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
+        w.write_opt("iSnsHost", &self.i_sns_host);
+        w.write("slpDiscoveryEnabled", &self.slp_discovery_enabled);
+        w.write_opt("slpDiscoveryMethod", &self.slp_discovery_method);
+        w.write_opt("slpHost", &self.slp_host);
+        w.write("staticTargetDiscoveryEnabled", &self.static_target_discovery_enabled);
+        w.write("sendTargetsDiscoveryEnabled", &self.send_targets_discovery_enabled);
+    }
+}
 /// `HostInternetScsiHbaIPCapabilities` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostInternetScsiHbaIPCapabilities {
@@ -236,7 +2719,7 @@ impl x::Fields for HostInternetScsiHbaIPProperties {
     }
 }
 /// `HostInternetScsiHbaIPv6Properties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostInternetScsiHbaIPv6Properties {
     /// `iscsiIpv6Address`.
     pub iscsi_ipv6_address: Vec<HostInternetScsiHbaIscsiIpv6Address>,
@@ -253,6 +2736,19 @@ impl x::SchemaType for HostInternetScsiHbaIPv6Properties {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaIPv6Properties";
 }
 impl x::Structure for HostInternetScsiHbaIPv6Properties {}
+impl Clone for HostInternetScsiHbaIPv6Properties {
+    fn clone(&self) -> Self {
+        Self {
+            iscsi_ipv6_address: x::clone_vec(&self.iscsi_ipv6_address),
+            ipv6_dhcp_configuration_enabled: self.ipv6_dhcp_configuration_enabled,
+            ipv6_link_local_auto_configuration_enabled: self
+                .ipv6_link_local_auto_configuration_enabled,
+            ipv6_router_advertisement_configuration_enabled: self
+                .ipv6_router_advertisement_configuration_enabled,
+            ipv6_default_gateway: self.ipv6_default_gateway.clone(),
+        }
+    }
+}
 impl x::Fields for HostInternetScsiHbaIPv6Properties {
     fn decode_field(
         &mut self,
@@ -386,7 +2882,7 @@ impl x::ArrayItem for HostInternetScsiHbaParamValue {
     const ITEM_TAG: &'static str = "HostInternetScsiHbaParamValue";
 }
 /// `HostInternetScsiHbaSendTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostInternetScsiHbaSendTarget {
     /// `address`.
     pub address: String,
@@ -407,6 +2903,19 @@ impl x::SchemaType for HostInternetScsiHbaSendTarget {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaSendTarget";
 }
 impl x::Structure for HostInternetScsiHbaSendTarget {}
+impl Clone for HostInternetScsiHbaSendTarget {
+    fn clone(&self) -> Self {
+        Self {
+            address: self.address.clone(),
+            port: self.port,
+            authentication_properties: self.authentication_properties.clone(),
+            digest_properties: self.digest_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            parent: self.parent.clone(),
+        }
+    }
+}
 impl x::Fields for HostInternetScsiHbaSendTarget {
     fn decode_field(
         &mut self,
@@ -443,7 +2952,7 @@ impl x::ArrayItem for HostInternetScsiHbaSendTarget {
     const ITEM_TAG: &'static str = "HostInternetScsiHbaSendTarget";
 }
 /// `HostInternetScsiHbaStaticTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostInternetScsiHbaStaticTarget {
     /// `address`.
     pub address: String,
@@ -468,6 +2977,21 @@ impl x::SchemaType for HostInternetScsiHbaStaticTarget {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaStaticTarget";
 }
 impl x::Structure for HostInternetScsiHbaStaticTarget {}
+impl Clone for HostInternetScsiHbaStaticTarget {
+    fn clone(&self) -> Self {
+        Self {
+            address: self.address.clone(),
+            port: self.port,
+            i_scsi_name: self.i_scsi_name.clone(),
+            discovery_method: self.discovery_method.clone(),
+            authentication_properties: self.authentication_properties.clone(),
+            digest_properties: self.digest_properties.clone(),
+            supported_advanced_options: x::clone_vec(&self.supported_advanced_options),
+            advanced_options: x::clone_vec(&self.advanced_options),
+            parent: self.parent.clone(),
+        }
+    }
+}
 impl x::Fields for HostInternetScsiHbaStaticTarget {
     fn decode_field(
         &mut self,
@@ -508,7 +3032,7 @@ impl x::ArrayItem for HostInternetScsiHbaStaticTarget {
     const ITEM_TAG: &'static str = "HostInternetScsiHbaStaticTarget";
 }
 /// `HostInternetScsiHbaTargetSet` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostInternetScsiHbaTargetSet {
     /// `staticTargets`.
     pub static_targets: Vec<HostInternetScsiHbaStaticTarget>,
@@ -519,6 +3043,14 @@ impl x::SchemaType for HostInternetScsiHbaTargetSet {
     const TYPE_NAME: &'static str = "HostInternetScsiHbaTargetSet";
 }
 impl x::Structure for HostInternetScsiHbaTargetSet {}
+impl Clone for HostInternetScsiHbaTargetSet {
+    fn clone(&self) -> Self {
+        Self {
+            static_targets: x::clone_vec(&self.static_targets),
+            send_targets: x::clone_vec(&self.send_targets),
+        }
+    }
+}
 impl x::Fields for HostInternetScsiHbaTargetSet {
     fn decode_field(
         &mut self,
@@ -539,7 +3071,7 @@ impl x::Fields for HostInternetScsiHbaTargetSet {
     }
 }
 /// `HostInternetScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostInternetScsiTargetTransport {
     /// `iScsiName`.
     pub i_scsi_name: String,
@@ -552,6 +3084,15 @@ impl x::SchemaType for HostInternetScsiTargetTransport {
     const TYPE_NAME: &'static str = "HostInternetScsiTargetTransport";
 }
 impl x::Structure for HostInternetScsiTargetTransport {}
+impl Clone for HostInternetScsiTargetTransport {
+    fn clone(&self) -> Self {
+        Self {
+            i_scsi_name: self.i_scsi_name.clone(),
+            i_scsi_alias: self.i_scsi_alias.clone(),
+            address: x::clone_vec(&self.address),
+        }
+    }
+}
 impl x::Fields for HostInternetScsiTargetTransport {
     fn decode_field(
         &mut self,
@@ -571,2578 +3112,5 @@ impl x::Fields for HostInternetScsiTargetTransport {
         w.write("iScsiName", &self.i_scsi_name);
         w.write("iScsiAlias", &self.i_scsi_alias);
         w.write_vec("address", &self.address);
-    }
-}
-/// `HostInventoryFull` (extends `NotEnoughLicenses`).
-///
-/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryFull {
-    /// The fields `HostInventoryFull` inherits from `NotEnoughLicenses`.
-    pub not_enough_licenses: NotEnoughLicenses,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for HostInventoryFull {
-    const TYPE_NAME: &'static str = "HostInventoryFull";
-}
-impl x::Structure for HostInventoryFull {}
-impl std::ops::Deref for HostInventoryFull {
-    type Target = NotEnoughLicenses;
-    #[inline]
-    fn deref(&self) -> &NotEnoughLicenses {
-        &self.not_enough_licenses
-    }
-}
-impl std::ops::DerefMut for HostInventoryFull {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
-        &mut self.not_enough_licenses
-    }
-}
-impl x::Fields for HostInventoryFull {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacity" => r.read(&mut self.capacity),
-            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.not_enough_licenses, w);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostInventoryFullEvent` (extends `LicenseEvent`).
-///
-/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryFullEvent {
-    /// The fields `HostInventoryFullEvent` inherits from `LicenseEvent`.
-    pub license_event: LicenseEvent,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for HostInventoryFullEvent {
-    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
-}
-impl x::Structure for HostInventoryFullEvent {}
-impl std::ops::Deref for HostInventoryFullEvent {
-    type Target = LicenseEvent;
-    #[inline]
-    fn deref(&self) -> &LicenseEvent {
-        &self.license_event
-    }
-}
-impl std::ops::DerefMut for HostInventoryFullEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut LicenseEvent {
-        &mut self.license_event
-    }
-}
-impl x::Fields for HostInventoryFullEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacity" => r.read(&mut self.capacity),
-            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.license_event, w);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostInventoryUnreadableEvent` (extends `Event`).
-///
-/// The fields of `Event` are in `event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInventoryUnreadableEvent {
-    /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
-    pub event: Event,
-}
-impl x::SchemaType for HostInventoryUnreadableEvent {
-    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
-}
-impl x::Structure for HostInventoryUnreadableEvent {}
-impl std::ops::Deref for HostInventoryUnreadableEvent {
-    type Target = Event;
-    #[inline]
-    fn deref(&self) -> &Event {
-        &self.event
-    }
-}
-impl std::ops::DerefMut for HostInventoryUnreadableEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Event {
-        &mut self.event
-    }
-}
-impl x::Fields for HostInventoryUnreadableEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.event, w);
-    }
-}
-/// `HostIoFilterInfo` (extends `IoFilterInfo`).
-///
-/// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIoFilterInfo {
-    /// The fields `HostIoFilterInfo` inherits from `IoFilterInfo`.
-    pub io_filter_info: IoFilterInfo,
-    /// `available`.
-    pub available: bool,
-}
-impl x::SchemaType for HostIoFilterInfo {
-    const TYPE_NAME: &'static str = "HostIoFilterInfo";
-}
-impl x::Structure for HostIoFilterInfo {}
-impl std::ops::Deref for HostIoFilterInfo {
-    type Target = IoFilterInfo;
-    #[inline]
-    fn deref(&self) -> &IoFilterInfo {
-        &self.io_filter_info
-    }
-}
-impl std::ops::DerefMut for HostIoFilterInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut IoFilterInfo {
-        &mut self.io_filter_info
-    }
-}
-impl x::Fields for HostIoFilterInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "available" => r.read(&mut self.available),
-            _ => return x::Fields::decode_field(&mut self.io_filter_info, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.io_filter_info, w);
-        w.write("available", &self.available);
-    }
-}
-impl x::ArrayItem for HostIoFilterInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
-    const ITEM_TAG: &'static str = "HostIoFilterInfo";
-}
-/// `HostIpChangedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpChangedEvent {
-    /// The fields `HostIpChangedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `oldIP`.
-    pub old_ip: String,
-    /// `newIP`.
-    pub new_ip: String,
-}
-impl x::SchemaType for HostIpChangedEvent {
-    const TYPE_NAME: &'static str = "HostIpChangedEvent";
-}
-impl x::Structure for HostIpChangedEvent {}
-impl std::ops::Deref for HostIpChangedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostIpChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostIpChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "oldIP" => r.read(&mut self.old_ip),
-            "newIP" => r.read(&mut self.new_ip),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("oldIP", &self.old_ip);
-        w.write("newIP", &self.new_ip);
-    }
-}
-/// `HostIpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfig {
-    /// `dhcp`.
-    pub dhcp: bool,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `subnetMask`.
-    pub subnet_mask: Option<String>,
-    /// `ipV6Config`.
-    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
-}
-impl x::SchemaType for HostIpConfig {
-    const TYPE_NAME: &'static str = "HostIpConfig";
-}
-impl x::Structure for HostIpConfig {}
-impl x::Fields for HostIpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dhcp" => r.read(&mut self.dhcp),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "subnetMask" => r.read_opt(&mut self.subnet_mask),
-            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dhcp", &self.dhcp);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("subnetMask", &self.subnet_mask);
-        w.write_opt("ipV6Config", &self.ip_v6_config);
-    }
-}
-/// `HostIpConfigIpV6Address` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfigIpV6Address {
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `origin`.
-    pub origin: Option<String>,
-    /// `dadState`.
-    pub dad_state: Option<String>,
-    /// `lifetime`.
-    pub lifetime: Option<x::DateTime>,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostIpConfigIpV6Address {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
-}
-impl x::Structure for HostIpConfigIpV6Address {}
-impl x::Fields for HostIpConfigIpV6Address {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "origin" => r.read_opt(&mut self.origin),
-            "dadState" => r.read_opt(&mut self.dad_state),
-            "lifetime" => r.read_opt(&mut self.lifetime),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("ipAddress", &self.ip_address);
-        w.write("prefixLength", &self.prefix_length);
-        w.write_opt("origin", &self.origin);
-        w.write_opt("dadState", &self.dad_state);
-        w.write_opt("lifetime", &self.lifetime);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostIpConfigIpV6Address {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
-    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
-}
-/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpConfigIpV6AddressConfiguration {
-    /// `ipV6Address`.
-    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
-    /// `autoConfigurationEnabled`.
-    pub auto_configuration_enabled: Option<bool>,
-    /// `dhcpV6Enabled`.
-    pub dhcp_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
-    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
-}
-impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
-impl x::Fields for HostIpConfigIpV6AddressConfiguration {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
-            "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)
-            }
-            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipV6Address", &self.ip_v6_address);
-        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
-        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
-    }
-}
-/// `HostIpInconsistentEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpInconsistentEvent {
-    /// The fields `HostIpInconsistentEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-    /// `ipAddress`.
-    pub ip_address: String,
-    /// `ipAddress2`.
-    pub ip_address2: String,
-}
-impl x::SchemaType for HostIpInconsistentEvent {
-    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
-}
-impl x::Structure for HostIpInconsistentEvent {}
-impl std::ops::Deref for HostIpInconsistentEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostIpInconsistentEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostIpInconsistentEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipAddress" => r.read(&mut self.ip_address),
-            "ipAddress2" => r.read(&mut self.ip_address2),
-            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-        w.write("ipAddress", &self.ip_address);
-        w.write("ipAddress2", &self.ip_address2);
-    }
-}
-/// `HostIpRouteConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteConfig {
-    /// `defaultGateway`.
-    pub default_gateway: Option<String>,
-    /// `gatewayDevice`.
-    pub gateway_device: Option<String>,
-    /// `ipV6DefaultGateway`.
-    pub ip_v6_default_gateway: Option<String>,
-    /// `ipV6GatewayDevice`.
-    pub ip_v6_gateway_device: Option<String>,
-}
-impl x::SchemaType for HostIpRouteConfig {
-    const TYPE_NAME: &'static str = "HostIpRouteConfig";
-}
-impl x::Structure for HostIpRouteConfig {}
-impl x::Fields for HostIpRouteConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "defaultGateway" => r.read_opt(&mut self.default_gateway),
-            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
-            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
-            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("defaultGateway", &self.default_gateway);
-        w.write_opt("gatewayDevice", &self.gateway_device);
-        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
-        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
-    }
-}
-/// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
-///
-/// The fields of `HostIpRouteConfig` are in `host_ip_route_config`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteConfigSpec {
-    /// The fields `HostIpRouteConfigSpec` inherits from `HostIpRouteConfig`.
-    pub host_ip_route_config: HostIpRouteConfig,
-    /// `gatewayDeviceConnection`.
-    pub gateway_device_connection: Option<HostVirtualNicConnection>,
-    /// `ipV6GatewayDeviceConnection`.
-    pub ip_v6_gateway_device_connection: Option<HostVirtualNicConnection>,
-}
-impl x::SchemaType for HostIpRouteConfigSpec {
-    const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
-}
-impl x::Structure for HostIpRouteConfigSpec {}
-impl std::ops::Deref for HostIpRouteConfigSpec {
-    type Target = HostIpRouteConfig;
-    #[inline]
-    fn deref(&self) -> &HostIpRouteConfig {
-        &self.host_ip_route_config
-    }
-}
-impl std::ops::DerefMut for HostIpRouteConfigSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostIpRouteConfig {
-        &mut self.host_ip_route_config
-    }
-}
-impl x::Fields for HostIpRouteConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection),
-            "ipV6GatewayDeviceConnection" => {
-                r.read_opt(&mut self.ip_v6_gateway_device_connection)
-            }
-            _ => return x::Fields::decode_field(&mut self.host_ip_route_config, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_ip_route_config, w);
-        w.write_opt("gatewayDeviceConnection", &self.gateway_device_connection);
-        w.write_opt(
-            "ipV6GatewayDeviceConnection",
-            &self.ip_v6_gateway_device_connection,
-        );
-    }
-}
-/// `HostIpRouteEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteEntry {
-    /// `network`.
-    pub network: String,
-    /// `prefixLength`.
-    pub prefix_length: i32,
-    /// `gateway`.
-    pub gateway: String,
-    /// `deviceName`.
-    pub device_name: Option<String>,
-}
-impl x::SchemaType for HostIpRouteEntry {
-    const TYPE_NAME: &'static str = "HostIpRouteEntry";
-}
-impl x::Structure for HostIpRouteEntry {}
-impl x::Fields for HostIpRouteEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "network" => r.read(&mut self.network),
-            "prefixLength" => r.read(&mut self.prefix_length),
-            "gateway" => r.read(&mut self.gateway),
-            "deviceName" => r.read_opt(&mut self.device_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("network", &self.network);
-        w.write("prefixLength", &self.prefix_length);
-        w.write("gateway", &self.gateway);
-        w.write_opt("deviceName", &self.device_name);
-    }
-}
-impl x::ArrayItem for HostIpRouteEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteEntry";
-    const ITEM_TAG: &'static str = "HostIpRouteEntry";
-}
-/// `HostIpRouteOp` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteOp {
-    /// `changeOperation`.
-    pub change_operation: String,
-    /// `route`.
-    pub route: HostIpRouteEntry,
-}
-impl x::SchemaType for HostIpRouteOp {
-    const TYPE_NAME: &'static str = "HostIpRouteOp";
-}
-impl x::Structure for HostIpRouteOp {}
-impl x::Fields for HostIpRouteOp {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "changeOperation" => r.read(&mut self.change_operation),
-            "route" => r.read(&mut self.route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("changeOperation", &self.change_operation);
-        w.write("route", &self.route);
-    }
-}
-impl x::ArrayItem for HostIpRouteOp {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteOp";
-    const ITEM_TAG: &'static str = "HostIpRouteOp";
-}
-/// `HostIpRouteTableConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteTableConfig {
-    /// `ipRoute`.
-    pub ip_route: Vec<HostIpRouteOp>,
-    /// `ipv6Route`.
-    pub ipv6_route: Vec<HostIpRouteOp>,
-}
-impl x::SchemaType for HostIpRouteTableConfig {
-    const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
-}
-impl x::Structure for HostIpRouteTableConfig {}
-impl x::Fields for HostIpRouteTableConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRoute" => r.read_push(&mut self.ip_route),
-            "ipv6Route" => r.read_push(&mut self.ipv6_route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipRoute", &self.ip_route);
-        w.write_vec("ipv6Route", &self.ipv6_route);
-    }
-}
-/// `HostIpRouteTableInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpRouteTableInfo {
-    /// `ipRoute`.
-    pub ip_route: Vec<HostIpRouteEntry>,
-    /// `ipv6Route`.
-    pub ipv6_route: Vec<HostIpRouteEntry>,
-}
-impl x::SchemaType for HostIpRouteTableInfo {
-    const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
-}
-impl x::Structure for HostIpRouteTableInfo {}
-impl x::Fields for HostIpRouteTableInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ipRoute" => r.read_push(&mut self.ip_route),
-            "ipv6Route" => r.read_push(&mut self.ipv6_route),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("ipRoute", &self.ip_route);
-        w.write_vec("ipv6Route", &self.ipv6_route);
-    }
-}
-/// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpToShortNameFailedEvent {
-    /// The fields `HostIpToShortNameFailedEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostIpToShortNameFailedEvent {
-    const TYPE_NAME: &'static str = "HostIpToShortNameFailedEvent";
-}
-impl x::Structure for HostIpToShortNameFailedEvent {}
-impl std::ops::Deref for HostIpToShortNameFailedEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostIpToShortNameFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostIpToShortNameFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostIpmiInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIpmiInfo {
-    /// `bmcIpAddress`.
-    pub bmc_ip_address: Option<String>,
-    /// `bmcMacAddress`.
-    pub bmc_mac_address: Option<String>,
-    /// `login`.
-    pub login: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-}
-impl x::SchemaType for HostIpmiInfo {
-    const TYPE_NAME: &'static str = "HostIpmiInfo";
-}
-impl x::Structure for HostIpmiInfo {}
-impl x::Fields for HostIpmiInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address),
-            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address),
-            "login" => r.read_opt(&mut self.login),
-            "password" => r.read_opt(&mut self.password),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bmcIpAddress", &self.bmc_ip_address);
-        w.write_opt("bmcMacAddress", &self.bmc_mac_address);
-        w.write_opt("login", &self.login);
-        w.write_opt("password", &self.password);
-    }
-}
-/// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIsolationIpPingFailedEvent {
-    /// The fields `HostIsolationIpPingFailedEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `isolationIp`.
-    pub isolation_ip: String,
-}
-impl x::SchemaType for HostIsolationIpPingFailedEvent {
-    const TYPE_NAME: &'static str = "HostIsolationIpPingFailedEvent";
-}
-impl x::Structure for HostIsolationIpPingFailedEvent {}
-impl std::ops::Deref for HostIsolationIpPingFailedEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostIsolationIpPingFailedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostIsolationIpPingFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "isolationIp" => r.read(&mut self.isolation_ip),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write("isolationIp", &self.isolation_ip);
-    }
-}
-/// `HostLicensableResourceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicensableResourceInfo {
-    /// `resource`.
-    pub resource: Vec<KeyAnyValue>,
-}
-impl x::SchemaType for HostLicensableResourceInfo {
-    const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
-}
-impl x::Structure for HostLicensableResourceInfo {}
-impl x::Fields for HostLicensableResourceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resource" => r.read_push(&mut self.resource),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("resource", &self.resource);
-    }
-}
-/// `HostLicenseConnectInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicenseConnectInfo {
-    /// `license`.
-    pub license: LicenseManagerLicenseInfo,
-    /// `evaluation`.
-    pub evaluation: LicenseManagerEvaluationInfo,
-    /// `resource`.
-    pub resource: Option<HostLicensableResourceInfo>,
-}
-impl x::SchemaType for HostLicenseConnectInfo {
-    const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
-}
-impl x::Structure for HostLicenseConnectInfo {}
-impl x::Fields for HostLicenseConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "license" => r.read(&mut self.license),
-            "evaluation" => r.read(&mut self.evaluation),
-            "resource" => r.read_opt(&mut self.resource),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("license", &self.license);
-        w.write("evaluation", &self.evaluation);
-        w.write_opt("resource", &self.resource);
-    }
-}
-/// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
-///
-/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicenseExpiredEvent {
-    /// The fields `HostLicenseExpiredEvent` inherits from `LicenseEvent`.
-    pub license_event: LicenseEvent,
-}
-impl x::SchemaType for HostLicenseExpiredEvent {
-    const TYPE_NAME: &'static str = "HostLicenseExpiredEvent";
-}
-impl x::Structure for HostLicenseExpiredEvent {}
-impl std::ops::Deref for HostLicenseExpiredEvent {
-    type Target = LicenseEvent;
-    #[inline]
-    fn deref(&self) -> &LicenseEvent {
-        &self.license_event
-    }
-}
-impl std::ops::DerefMut for HostLicenseExpiredEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut LicenseEvent {
-        &mut self.license_event
-    }
-}
-impl x::Fields for HostLicenseExpiredEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.license_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.license_event, w);
-    }
-}
-/// `HostLicenseSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLicenseSpec {
-    /// `source`.
-    pub source: Option<AnyLicenseSource>,
-    /// `editionKey`.
-    pub edition_key: Option<String>,
-    /// `disabledFeatureKey`.
-    pub disabled_feature_key: Vec<String>,
-    /// `enabledFeatureKey`.
-    pub enabled_feature_key: Vec<String>,
-}
-impl x::SchemaType for HostLicenseSpec {
-    const TYPE_NAME: &'static str = "HostLicenseSpec";
-}
-impl x::Structure for HostLicenseSpec {}
-impl x::Fields for HostLicenseSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "source" => r.read_opt(&mut self.source),
-            "editionKey" => r.read_opt(&mut self.edition_key),
-            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key),
-            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("source", &self.source);
-        w.write_opt("editionKey", &self.edition_key);
-        w.write_vec("disabledFeatureKey", &self.disabled_feature_key);
-        w.write_vec("enabledFeatureKey", &self.enabled_feature_key);
-    }
-}
-/// `HostListSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummary {
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `hardware`.
-    pub hardware: Option<HostHardwareSummary>,
-    /// `runtime`.
-    pub runtime: Option<HostRuntimeInfo>,
-    /// `config`.
-    pub config: HostConfigSummary,
-    /// `quickStats`.
-    pub quick_stats: HostListSummaryQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `rebootRequired`.
-    pub reboot_required: bool,
-    /// `rebootRequiredReason`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub reboot_required_reason: Vec<LocalizableMessage>,
-    /// `maintenanceModeRequired`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub maintenance_mode_required: Option<bool>,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-    /// `managementServerIp`.
-    pub management_server_ip: Option<String>,
-    /// `maxEVCModeKey`.
-    pub max_evc_mode_key: Option<String>,
-    /// `currentEVCModeKey`.
-    pub current_evc_mode_key: Option<String>,
-    /// `currentEVCGraphicsModeKey`.
-    pub current_evc_graphics_mode_key: Option<String>,
-    /// `gateway`.
-    pub gateway: Option<HostListSummaryGatewaySummary>,
-    /// `tpmAttestation`.
-    pub tpm_attestation: Option<HostTpmAttestationInfo>,
-    /// `trustAuthorityAttestationInfos`.
-    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
-}
-impl x::SchemaType for HostListSummary {
-    const TYPE_NAME: &'static str = "HostListSummary";
-}
-impl x::Structure for HostListSummary {}
-impl x::Fields for HostListSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read_opt(&mut self.host),
-            "hardware" => r.read_opt(&mut self.hardware),
-            "runtime" => r.read_opt(&mut self.runtime),
-            "config" => r.read(&mut self.config),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "rebootRequired" => r.read(&mut self.reboot_required),
-            "rebootRequiredReason" => r.read_push(&mut self.reboot_required_reason),
-            "maintenanceModeRequired" => r.read_opt(&mut self.maintenance_mode_required),
-            "customValue" => r.read_push(&mut self.custom_value),
-            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
-            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
-            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
-            "currentEVCGraphicsModeKey" => {
-                r.read_opt(&mut self.current_evc_graphics_mode_key)
-            }
-            "gateway" => r.read_opt(&mut self.gateway),
-            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
-            "trustAuthorityAttestationInfos" => {
-                r.read_push(&mut self.trust_authority_attestation_infos)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("hardware", &self.hardware);
-        w.write_opt("runtime", &self.runtime);
-        w.write("config", &self.config);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write("rebootRequired", &self.reboot_required);
-        if w
-            .since(
-                0x0901_0000,
-                "HostListSummary.rebootRequiredReason",
-                !self.reboot_required_reason.is_empty(),
-            )
-        {
-            w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostListSummary.maintenanceModeRequired",
-                self.maintenance_mode_required.is_some(),
-            )
-        {
-            w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
-        }
-        w.write_vec("customValue", &self.custom_value);
-        w.write_opt("managementServerIp", &self.management_server_ip);
-        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
-        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
-        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
-        w.write_opt("gateway", &self.gateway);
-        w.write_opt("tpmAttestation", &self.tpm_attestation);
-        w.write_vec(
-            "trustAuthorityAttestationInfos",
-            &self.trust_authority_attestation_infos,
-        );
-    }
-}
-/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummaryGatewaySummary {
-    /// `gatewayType`.
-    pub gateway_type: String,
-    /// `gatewayId`.
-    pub gateway_id: String,
-}
-impl x::SchemaType for HostListSummaryGatewaySummary {
-    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
-}
-impl x::Structure for HostListSummaryGatewaySummary {}
-impl x::Fields for HostListSummaryGatewaySummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gatewayType" => r.read(&mut self.gateway_type),
-            "gatewayId" => r.read(&mut self.gateway_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("gatewayType", &self.gateway_type);
-        w.write("gatewayId", &self.gateway_id);
-    }
-}
-/// `HostListSummaryQuickStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostListSummaryQuickStats {
-    /// `overallCpuUsage`.
-    pub overall_cpu_usage: Option<i32>,
-    /// `overallMemoryUsage`.
-    pub overall_memory_usage: Option<i32>,
-    /// `distributedCpuFairness`.
-    pub distributed_cpu_fairness: Option<i32>,
-    /// `distributedMemoryFairness`.
-    pub distributed_memory_fairness: Option<i32>,
-    /// `availablePMemCapacity`.
-    pub available_p_mem_capacity: Option<i32>,
-    /// `uptime`.
-    pub uptime: Option<i32>,
-}
-impl x::SchemaType for HostListSummaryQuickStats {
-    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
-}
-impl x::Structure for HostListSummaryQuickStats {}
-impl x::Fields for HostListSummaryQuickStats {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
-            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
-            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
-            "distributedMemoryFairness" => {
-                r.read_opt(&mut self.distributed_memory_fairness)
-            }
-            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
-            "uptime" => r.read_opt(&mut self.uptime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
-        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
-        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
-        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
-        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
-        w.write_opt("uptime", &self.uptime);
-    }
-}
-/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
-///
-/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalAuthenticationInfo {
-    /// The fields `HostLocalAuthenticationInfo` inherits from `HostAuthenticationStoreInfo`.
-    pub host_authentication_store_info: HostAuthenticationStoreInfo,
-}
-impl x::SchemaType for HostLocalAuthenticationInfo {
-    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
-}
-impl x::Structure for HostLocalAuthenticationInfo {}
-impl std::ops::Deref for HostLocalAuthenticationInfo {
-    type Target = HostAuthenticationStoreInfo;
-    #[inline]
-    fn deref(&self) -> &HostAuthenticationStoreInfo {
-        &self.host_authentication_store_info
-    }
-}
-impl std::ops::DerefMut for HostLocalAuthenticationInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
-        &mut self.host_authentication_store_info
-    }
-}
-impl x::Fields for HostLocalAuthenticationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_authentication_store_info, w);
-    }
-}
-/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalFileSystemVolume {
-    /// The fields `HostLocalFileSystemVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `device`.
-    pub device: String,
-}
-impl x::SchemaType for HostLocalFileSystemVolume {
-    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
-}
-impl x::Structure for HostLocalFileSystemVolume {}
-impl std::ops::Deref for HostLocalFileSystemVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostLocalFileSystemVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostLocalFileSystemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("device", &self.device);
-    }
-}
-/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalFileSystemVolumeSpec {
-    /// `device`.
-    pub device: String,
-    /// `localPath`.
-    pub local_path: String,
-}
-impl x::SchemaType for HostLocalFileSystemVolumeSpec {
-    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
-}
-impl x::Structure for HostLocalFileSystemVolumeSpec {}
-impl x::Fields for HostLocalFileSystemVolumeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "localPath" => r.read(&mut self.local_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("localPath", &self.local_path);
-    }
-}
-/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
-///
-/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLocalPortCreatedEvent {
-    /// The fields `HostLocalPortCreatedEvent` inherits from `DvsEvent`.
-    pub dvs_event: DvsEvent,
-    /// `hostLocalPort`.
-    pub host_local_port: DVSHostLocalPortInfo,
-}
-impl x::SchemaType for HostLocalPortCreatedEvent {
-    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
-}
-impl x::Structure for HostLocalPortCreatedEvent {}
-impl std::ops::Deref for HostLocalPortCreatedEvent {
-    type Target = DvsEvent;
-    #[inline]
-    fn deref(&self) -> &DvsEvent {
-        &self.dvs_event
-    }
-}
-impl std::ops::DerefMut for HostLocalPortCreatedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsEvent {
-        &mut self.dvs_event
-    }
-}
-impl x::Fields for HostLocalPortCreatedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostLocalPort" => r.read(&mut self.host_local_port),
-            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_event, w);
-        w.write("hostLocalPort", &self.host_local_port);
-    }
-}
-/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
-    /// `controllerType`.
-    pub controller_type: String,
-    /// `busNumber`.
-    pub bus_number: i32,
-    /// `unitNumber`.
-    pub unit_number: i32,
-    /// `srcFilename`.
-    pub src_filename: String,
-    /// `dstFilename`.
-    pub dst_filename: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "controllerType" => r.read(&mut self.controller_type),
-            "busNumber" => r.read(&mut self.bus_number),
-            "unitNumber" => r.read(&mut self.unit_number),
-            "srcFilename" => r.read(&mut self.src_filename),
-            "dstFilename" => r.read(&mut self.dst_filename),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("controllerType", &self.controller_type);
-        w.write("busNumber", &self.bus_number);
-        w.write("unitNumber", &self.unit_number);
-        w.write("srcFilename", &self.src_filename);
-        w.write("dstFilename", &self.dst_filename);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
-}
-/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileDeleteResult {
-    /// `fileName`.
-    pub file_name: String,
-    /// `fault`.
-    pub fault: LocalizedMethodFault,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
-impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "fault" => r.read(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
-}
-/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
-    /// `fileName`.
-    pub file_name: String,
-    /// `fileType`.
-    pub file_type: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "fileType" => r.read(&mut self.file_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write("fileType", &self.file_type);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
-}
-/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileReserveResult {
-    /// `baseName`.
-    pub base_name: String,
-    /// `parentDir`.
-    pub parent_dir: String,
-    /// `reservedName`.
-    pub reserved_name: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
-impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "baseName" => r.read(&mut self.base_name),
-            "parentDir" => r.read(&mut self.parent_dir),
-            "reservedName" => r.read(&mut self.reserved_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("baseName", &self.base_name);
-        w.write("parentDir", &self.parent_dir);
-        w.write("reservedName", &self.reserved_name);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
-}
-/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerFileReserveSpec {
-    /// `baseName`.
-    pub base_name: String,
-    /// `parentDir`.
-    pub parent_dir: String,
-    /// `fileType`.
-    pub file_type: String,
-    /// `storageProfile`.
-    pub storage_profile: String,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "baseName" => r.read(&mut self.base_name),
-            "parentDir" => r.read(&mut self.parent_dir),
-            "fileType" => r.read(&mut self.file_type),
-            "storageProfile" => r.read(&mut self.storage_profile),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("baseName", &self.base_name);
-        w.write("parentDir", &self.parent_dir);
-        w.write("fileType", &self.file_type);
-        w.write("storageProfile", &self.storage_profile);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
-}
-/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    /// `id`.
-    pub id: i32,
-    /// `srcFilename`.
-    pub src_filename: String,
-    /// `dstFilename`.
-    pub dst_filename: String,
-    /// `disk`.
-    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
-}
-impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
-impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "srcFilename" => r.read(&mut self.src_filename),
-            "dstFilename" => r.read(&mut self.dst_filename),
-            "disk" => r.read_push(&mut self.disk),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("srcFilename", &self.src_filename);
-        w.write("dstFilename", &self.dst_filename);
-        w.write_vec("disk", &self.disk);
-    }
-}
-impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
-    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
-}
-/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
-    /// `migrationId`.
-    pub migration_id: i64,
-    /// `type`.
-    pub type_: String,
-    /// `source`.
-    pub source: bool,
-    /// `consideredSuccessful`.
-    pub considered_successful: bool,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
-impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "migrationId" => r.read(&mut self.migration_id),
-            "type" => r.read(&mut self.type_),
-            "source" => r.read(&mut self.source),
-            "consideredSuccessful" => r.read(&mut self.considered_successful),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("migrationId", &self.migration_id);
-        w.write("type", &self.type_);
-        w.write("source", &self.source);
-        w.write("consideredSuccessful", &self.considered_successful);
-    }
-}
-/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
-    /// `version`.
-    pub version: String,
-    /// `biosUUID`.
-    pub bios_uuid: String,
-    /// `instanceUUID`.
-    pub instance_uuid: String,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
-impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "biosUUID" => r.read(&mut self.bios_uuid),
-            "instanceUUID" => r.read(&mut self.instance_uuid),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("biosUUID", &self.bios_uuid);
-        w.write("instanceUUID", &self.instance_uuid);
-        w.write_opt("ftInfo", &self.ft_info);
-    }
-}
-/// `HostMaintenanceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpec {
-    /// `vsanMode`.
-    pub vsan_mode: Option<VsanHostDecommissionMode>,
-    /// `purpose`.
-    pub purpose: Option<String>,
-    /// `evacMode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
-}
-impl x::SchemaType for HostMaintenanceSpec {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
-}
-impl x::Structure for HostMaintenanceSpec {}
-impl x::Fields for HostMaintenanceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vsanMode" => r.read_opt(&mut self.vsan_mode),
-            "purpose" => r.read_opt(&mut self.purpose),
-            "evacMode" => r.read_opt(&mut self.evac_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vsanMode", &self.vsan_mode);
-        w.write_opt("purpose", &self.purpose);
-        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
-        {
-            w.write_opt("evacMode", &self.evac_mode);
-        }
-    }
-}
-/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpecEvacuationMode {
-    /// `workloadNonDisruptive`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub workload_non_disruptive: bool,
-}
-impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
-}
-impl x::Structure for HostMaintenanceSpecEvacuationMode {}
-impl x::Fields for HostMaintenanceSpecEvacuationMode {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
-        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
-    }
-}
-/// `HostMemberHealthCheckResult` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberHealthCheckResult {
-    /// `summary`.
-    pub summary: Option<String>,
-}
-impl x::SchemaType for HostMemberHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
-}
-impl x::Structure for HostMemberHealthCheckResult {}
-impl x::Fields for HostMemberHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-    }
-}
-/// `HostMemberRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberRuntimeInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `status`.
-    pub status: Option<String>,
-    /// `statusDetail`.
-    pub status_detail: Option<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `healthCheckResult`.
-    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
-    /// `hostUplinkState`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
-    /// `hostPerfNicOffloadState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub host_perf_nic_offload_state: Option<
-        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
-    >,
-}
-impl x::SchemaType for HostMemberRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
-}
-impl x::Structure for HostMemberRuntimeInfo {}
-impl x::Fields for HostMemberRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "status" => r.read_opt(&mut self.status),
-            "statusDetail" => r.read_opt(&mut self.status_detail),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "healthCheckResult" => r.read_push(&mut self.health_check_result),
-            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
-            "hostPerfNicOffloadState" => {
-                r.read_opt(&mut self.host_perf_nic_offload_state)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("status", &self.status);
-        w.write_opt("statusDetail", &self.status_detail);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        w.write_vec("healthCheckResult", &self.health_check_result);
-        if w
-            .since(
-                0x0800_0300,
-                "HostMemberRuntimeInfo.hostUplinkState",
-                !self.host_uplink_state.is_empty(),
-            )
-        {
-            w.write_vec("hostUplinkState", &self.host_uplink_state);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
-                self.host_perf_nic_offload_state.is_some(),
-            )
-        {
-            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
-        }
-    }
-}
-impl x::ArrayItem for HostMemberRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
-}
-/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
-///
-/// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberUplinkHealthCheckResult {
-    /// The fields `HostMemberUplinkHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
-    pub host_member_health_check_result: HostMemberHealthCheckResult,
-    /// `uplinkPortKey`.
-    pub uplink_port_key: String,
-}
-impl x::SchemaType for HostMemberUplinkHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
-}
-impl x::Structure for HostMemberUplinkHealthCheckResult {}
-impl std::ops::Deref for HostMemberUplinkHealthCheckResult {
-    type Target = HostMemberHealthCheckResult;
-    #[inline]
-    fn deref(&self) -> &HostMemberHealthCheckResult {
-        &self.host_member_health_check_result
-    }
-}
-impl std::ops::DerefMut for HostMemberUplinkHealthCheckResult {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMemberHealthCheckResult {
-        &mut self.host_member_health_check_result
-    }
-}
-impl x::Fields for HostMemberUplinkHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_member_health_check_result,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_member_health_check_result, w);
-        w.write("uplinkPortKey", &self.uplink_port_key);
-    }
-}
-/// `HostMemoryProfile` (extends `ApplyProfile`).
-///
-/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryProfile {
-    /// The fields `HostMemoryProfile` inherits from `ApplyProfile`.
-    pub apply_profile: ApplyProfile,
-}
-impl x::SchemaType for HostMemoryProfile {
-    const TYPE_NAME: &'static str = "HostMemoryProfile";
-}
-impl x::Structure for HostMemoryProfile {}
-impl std::ops::Deref for HostMemoryProfile {
-    type Target = ApplyProfile;
-    #[inline]
-    fn deref(&self) -> &ApplyProfile {
-        &self.apply_profile
-    }
-}
-impl std::ops::DerefMut for HostMemoryProfile {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ApplyProfile {
-        &mut self.apply_profile
-    }
-}
-impl x::Fields for HostMemoryProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.apply_profile, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.apply_profile, w);
-    }
-}
-/// `HostMemorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemorySpec {
-    /// `serviceConsoleReservation`.
-    pub service_console_reservation: Option<i64>,
-}
-impl x::SchemaType for HostMemorySpec {
-    const TYPE_NAME: &'static str = "HostMemorySpec";
-}
-impl x::Structure for HostMemorySpec {}
-impl x::Fields for HostMemorySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceConsoleReservation" => {
-                r.read_opt(&mut self.service_console_reservation)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
-    }
-}
-/// `HostMemoryTierInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryTierInfo {
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `flags`.
-    pub flags: Vec<String>,
-    /// `internalFlags`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub internal_flags: Vec<String>,
-    /// `size`.
-    pub size: i64,
-}
-impl x::SchemaType for HostMemoryTierInfo {
-    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
-}
-impl x::Structure for HostMemoryTierInfo {}
-impl x::Fields for HostMemoryTierInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "flags" => r.read_push(&mut self.flags),
-            "internalFlags" => r.read_push(&mut self.internal_flags),
-            "size" => r.read(&mut self.size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write_vec("flags", &self.flags);
-        if w
-            .since(
-                0x0800_0300,
-                "HostMemoryTierInfo.internalFlags",
-                !self.internal_flags.is_empty(),
-            )
-        {
-            w.write_vec("internalFlags", &self.internal_flags);
-        }
-        w.write("size", &self.size);
-    }
-}
-impl x::ArrayItem for HostMemoryTierInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
-    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
-}
-/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMissingNetworksEvent {
-    /// The fields `HostMissingNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostMissingNetworksEvent {
-    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
-}
-impl x::Structure for HostMissingNetworksEvent {}
-impl std::ops::Deref for HostMissingNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostMissingNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostMissingNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
-///
-/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMonitoringStateChangedEvent {
-    /// The fields `HostMonitoringStateChangedEvent` inherits from `ClusterEvent`.
-    pub cluster_event: ClusterEvent,
-    /// `state`.
-    pub state: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-impl x::SchemaType for HostMonitoringStateChangedEvent {
-    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
-}
-impl x::Structure for HostMonitoringStateChangedEvent {}
-impl std::ops::Deref for HostMonitoringStateChangedEvent {
-    type Target = ClusterEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterEvent {
-        &self.cluster_event
-    }
-}
-impl std::ops::DerefMut for HostMonitoringStateChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterEvent {
-        &mut self.cluster_event
-    }
-}
-impl x::Fields for HostMonitoringStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_event, w);
-        w.write("state", &self.state);
-        w.write_opt("prevState", &self.prev_state);
-    }
-}
-/// `HostMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMountInfo {
-    /// `path`.
-    pub path: Option<String>,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `mounted`.
-    pub mounted: Option<bool>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-    /// `inaccessibleReason`.
-    pub inaccessible_reason: Option<String>,
-    /// `vmknicName`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_name: Option<String>,
-    /// `vmknicActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub vmknic_active: Option<bool>,
-    /// `mountFailedReason`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub mount_failed_reason: Option<String>,
-    /// `numTcpConnections`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub num_tcp_connections: Option<i32>,
-}
-impl x::SchemaType for HostMountInfo {
-    const TYPE_NAME: &'static str = "HostMountInfo";
-}
-impl x::Structure for HostMountInfo {}
-impl x::Fields for HostMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_opt(&mut self.path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "mounted" => r.read_opt(&mut self.mounted),
-            "accessible" => r.read_opt(&mut self.accessible),
-            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
-            "vmknicName" => r.read_opt(&mut self.vmknic_name),
-            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
-            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
-            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("path", &self.path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("mounted", &self.mounted);
-        w.write_opt("accessible", &self.accessible);
-        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
-        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
-            w.write_opt("vmknicName", &self.vmknic_name);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostMountInfo.vmknicActive",
-                self.vmknic_active.is_some(),
-            )
-        {
-            w.write_opt("vmknicActive", &self.vmknic_active);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "HostMountInfo.mountFailedReason",
-                self.mount_failed_reason.is_some(),
-            )
-        {
-            w.write_opt("mountFailedReason", &self.mount_failed_reason);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "HostMountInfo.numTcpConnections",
-                self.num_tcp_connections.is_some(),
-            )
-        {
-            w.write_opt("numTcpConnections", &self.num_tcp_connections);
-        }
-    }
-}
-/// `HostMultipathInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfo {
-    /// `lun`.
-    pub lun: Vec<HostMultipathInfoLogicalUnit>,
-}
-impl x::SchemaType for HostMultipathInfo {
-    const TYPE_NAME: &'static str = "HostMultipathInfo";
-}
-impl x::Structure for HostMultipathInfo {}
-impl x::Fields for HostMultipathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "lun" => r.read_push(&mut self.lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("lun", &self.lun);
-    }
-}
-/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-///
-/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoFixedLogicalUnitPolicy {
-    /// The fields `HostMultipathInfoFixedLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
-    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
-    /// `prefer`.
-    pub prefer: String,
-}
-impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
-impl std::ops::Deref for HostMultipathInfoFixedLogicalUnitPolicy {
-    type Target = HostMultipathInfoLogicalUnitPolicy;
-    #[inline]
-    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
-        &self.host_multipath_info_logical_unit_policy
-    }
-}
-impl std::ops::DerefMut for HostMultipathInfoFixedLogicalUnitPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
-        &mut self.host_multipath_info_logical_unit_policy
-    }
-}
-impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "prefer" => r.read(&mut self.prefer),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_multipath_info_logical_unit_policy,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
-        w.write("prefer", &self.prefer);
-    }
-}
-/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-///
-/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoHppLogicalUnitPolicy {
-    /// The fields `HostMultipathInfoHppLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
-    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
-    /// `bytes`.
-    pub bytes: Option<i64>,
-    /// `iops`.
-    pub iops: Option<i64>,
-    /// `path`.
-    pub path: Option<String>,
-    /// `latencyEvalTime`.
-    pub latency_eval_time: Option<i64>,
-    /// `samplingIosPerPath`.
-    pub sampling_ios_per_path: Option<i64>,
-}
-impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
-impl std::ops::Deref for HostMultipathInfoHppLogicalUnitPolicy {
-    type Target = HostMultipathInfoLogicalUnitPolicy;
-    #[inline]
-    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
-        &self.host_multipath_info_logical_unit_policy
-    }
-}
-impl std::ops::DerefMut for HostMultipathInfoHppLogicalUnitPolicy {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
-        &mut self.host_multipath_info_logical_unit_policy
-    }
-}
-impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bytes" => r.read_opt(&mut self.bytes),
-            "iops" => r.read_opt(&mut self.iops),
-            "path" => r.read_opt(&mut self.path),
-            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
-            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_multipath_info_logical_unit_policy,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
-        w.write_opt("bytes", &self.bytes);
-        w.write_opt("iops", &self.iops);
-        w.write_opt("path", &self.path);
-        w.write_opt("latencyEvalTime", &self.latency_eval_time);
-        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
-    }
-}
-/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnit {
-    /// `key`.
-    pub key: String,
-    /// `id`.
-    pub id: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<HostMultipathInfoPath>,
-    /// `policy`.
-    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
-    /// `storageArrayTypePolicy`.
-    pub storage_array_type_policy: Option<
-        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
-    >,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnit {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
-}
-impl x::Structure for HostMultipathInfoLogicalUnit {}
-impl x::Fields for HostMultipathInfoLogicalUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "id" => r.read(&mut self.id),
-            "lun" => r.read(&mut self.lun),
-            "path" => r.read_push(&mut self.path),
-            "policy" => r.read(&mut self.policy),
-            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("id", &self.id);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-        w.write("policy", &self.policy);
-        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoLogicalUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
-    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
-}
-/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitPolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-/// `HostMultipathInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoPath {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `isWorkingPath`.
-    pub is_working_path: Option<bool>,
-    /// `adapter`.
-    pub adapter: String,
-    /// `lun`.
-    pub lun: String,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostMultipathInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
-}
-impl x::Structure for HostMultipathInfoPath {}
-impl x::Fields for HostMultipathInfoPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            "state" => r.read_opt(&mut self.state),
-            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
-            "adapter" => r.read(&mut self.adapter),
-            "lun" => r.read(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-        w.write_opt("state", &self.state);
-        w.write_opt("isWorkingPath", &self.is_working_path);
-        w.write("adapter", &self.adapter);
-        w.write("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
-}
-/// `HostMultipathStateInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfo {
-    /// `path`.
-    pub path: Vec<HostMultipathStateInfoPath>,
-}
-impl x::SchemaType for HostMultipathStateInfo {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
-}
-impl x::Structure for HostMultipathStateInfo {}
-impl x::Fields for HostMultipathStateInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_push(&mut self.path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("path", &self.path);
-    }
-}
-/// `HostMultipathStateInfoPath` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathStateInfoPath {
-    /// `name`.
-    pub name: String,
-    /// `pathState`.
-    pub path_state: String,
-}
-impl x::SchemaType for HostMultipathStateInfoPath {
-    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
-}
-impl x::Structure for HostMultipathStateInfoPath {}
-impl x::Fields for HostMultipathStateInfoPath {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "pathState" => r.read(&mut self.path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("pathState", &self.path_state);
-    }
-}
-impl x::ArrayItem for HostMultipathStateInfoPath {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
-    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
-}
-/// `HostNasVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNasVolume {
-    /// The fields `HostNasVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `remoteHost`.
-    pub remote_host: String,
-    /// `remotePath`.
-    pub remote_path: String,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `remoteHostNames`.
-    pub remote_host_names: Vec<String>,
-    /// `securityType`.
-    pub security_type: Option<String>,
-    /// `protocolEndpoint`.
-    pub protocol_endpoint: Option<bool>,
-}
-impl x::SchemaType for HostNasVolume {
-    const TYPE_NAME: &'static str = "HostNasVolume";
-}
-impl x::Structure for HostNasVolume {}
-impl std::ops::Deref for HostNasVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostNasVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostNasVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "remoteHost" => r.read(&mut self.remote_host),
-            "remotePath" => r.read(&mut self.remote_path),
-            "userName" => r.read_opt(&mut self.user_name),
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
-            "securityType" => r.read_opt(&mut self.security_type),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("remoteHost", &self.remote_host);
-        w.write("remotePath", &self.remote_path);
-        w.write_opt("userName", &self.user_name);
-        w.write_vec("remoteHostNames", &self.remote_host_names);
-        w.write_opt("securityType", &self.security_type);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
     }
 }

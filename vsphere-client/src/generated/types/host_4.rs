@@ -5,6 +5,2720 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostInventoryFull` (extends `NotEnoughLicenses`).
+///
+/// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInventoryFull {
+    /// The fields `HostInventoryFull` inherits from `NotEnoughLicenses`.
+    pub not_enough_licenses: NotEnoughLicenses,
+    /// `capacity`.
+    pub capacity: i32,
+}
+impl x::SchemaType for HostInventoryFull {
+    const TYPE_NAME: &'static str = "HostInventoryFull";
+}
+impl x::Structure for HostInventoryFull {}
+impl std::ops::Deref for HostInventoryFull {
+    type Target = NotEnoughLicenses;
+    #[inline]
+    fn deref(&self) -> &NotEnoughLicenses {
+        &self.not_enough_licenses
+    }
+}
+impl std::ops::DerefMut for HostInventoryFull {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut NotEnoughLicenses {
+        &mut self.not_enough_licenses
+    }
+}
+impl x::Fields for HostInventoryFull {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            _ => return x::Fields::decode_field(&mut self.not_enough_licenses, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.not_enough_licenses, w);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostInventoryFullEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInventoryFullEvent {
+    /// The fields `HostInventoryFullEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
+    /// `capacity`.
+    pub capacity: i32,
+}
+impl x::SchemaType for HostInventoryFullEvent {
+    const TYPE_NAME: &'static str = "HostInventoryFullEvent";
+}
+impl x::Structure for HostInventoryFullEvent {}
+impl std::ops::Deref for HostInventoryFullEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for HostInventoryFullEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
+impl x::Fields for HostInventoryFullEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read(&mut self.capacity),
+            _ => return x::Fields::decode_field(&mut self.license_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.license_event, w);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostInventoryUnreadableEvent` (extends `Event`).
+///
+/// The fields of `Event` are in `event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInventoryUnreadableEvent {
+    /// The fields `HostInventoryUnreadableEvent` inherits from `Event`.
+    pub event: Event,
+}
+impl x::SchemaType for HostInventoryUnreadableEvent {
+    const TYPE_NAME: &'static str = "HostInventoryUnreadableEvent";
+}
+impl x::Structure for HostInventoryUnreadableEvent {}
+impl std::ops::Deref for HostInventoryUnreadableEvent {
+    type Target = Event;
+    #[inline]
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+impl std::ops::DerefMut for HostInventoryUnreadableEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Event {
+        &mut self.event
+    }
+}
+impl x::Fields for HostInventoryUnreadableEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.event, w);
+    }
+}
+/// `HostIoFilterInfo` (extends `IoFilterInfo`).
+///
+/// The fields of `IoFilterInfo` are in `io_filter_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIoFilterInfo {
+    /// The fields `HostIoFilterInfo` inherits from `IoFilterInfo`.
+    pub io_filter_info: IoFilterInfo,
+    /// `available`.
+    pub available: bool,
+}
+impl x::SchemaType for HostIoFilterInfo {
+    const TYPE_NAME: &'static str = "HostIoFilterInfo";
+}
+impl x::Structure for HostIoFilterInfo {}
+impl std::ops::Deref for HostIoFilterInfo {
+    type Target = IoFilterInfo;
+    #[inline]
+    fn deref(&self) -> &IoFilterInfo {
+        &self.io_filter_info
+    }
+}
+impl std::ops::DerefMut for HostIoFilterInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut IoFilterInfo {
+        &mut self.io_filter_info
+    }
+}
+impl x::Fields for HostIoFilterInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "available" => r.read(&mut self.available),
+            _ => return x::Fields::decode_field(&mut self.io_filter_info, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.io_filter_info, w);
+        w.write("available", &self.available);
+    }
+}
+impl x::ArrayItem for HostIoFilterInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIoFilterInfo";
+    const ITEM_TAG: &'static str = "HostIoFilterInfo";
+}
+/// `HostIpChangedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpChangedEvent {
+    /// The fields `HostIpChangedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `oldIP`.
+    pub old_ip: String,
+    /// `newIP`.
+    pub new_ip: String,
+}
+impl x::SchemaType for HostIpChangedEvent {
+    const TYPE_NAME: &'static str = "HostIpChangedEvent";
+}
+impl x::Structure for HostIpChangedEvent {}
+impl std::ops::Deref for HostIpChangedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostIpChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostIpChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "oldIP" => r.read(&mut self.old_ip),
+            "newIP" => r.read(&mut self.new_ip),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("oldIP", &self.old_ip);
+        w.write("newIP", &self.new_ip);
+    }
+}
+/// `HostIpConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpConfig {
+    /// `dhcp`.
+    pub dhcp: bool,
+    /// `ipAddress`.
+    pub ip_address: Option<String>,
+    /// `subnetMask`.
+    pub subnet_mask: Option<String>,
+    /// `ipV6Config`.
+    pub ip_v6_config: Option<HostIpConfigIpV6AddressConfiguration>,
+}
+impl x::SchemaType for HostIpConfig {
+    const TYPE_NAME: &'static str = "HostIpConfig";
+}
+impl x::Structure for HostIpConfig {}
+impl x::Fields for HostIpConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dhcp", &self.dhcp);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("subnetMask", &self.subnet_mask);
+        w.write_opt("ipV6Config", &self.ip_v6_config);
+    }
+}
+/// `HostIpConfigIpV6Address` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpConfigIpV6Address {
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `origin`.
+    pub origin: Option<String>,
+    /// `dadState`.
+    pub dad_state: Option<String>,
+    /// `lifetime`.
+    pub lifetime: Option<x::DateTime>,
+    /// `operation`.
+    pub operation: Option<String>,
+}
+impl x::SchemaType for HostIpConfigIpV6Address {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6Address";
+}
+impl x::Structure for HostIpConfigIpV6Address {}
+impl x::Fields for HostIpConfigIpV6Address {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read_opt(&mut self.origin),
+            "dadState" => r.read_opt(&mut self.dad_state),
+            "lifetime" => r.read_opt(&mut self.lifetime),
+            "operation" => r.read_opt(&mut self.operation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("ipAddress", &self.ip_address);
+        w.write("prefixLength", &self.prefix_length);
+        w.write_opt("origin", &self.origin);
+        w.write_opt("dadState", &self.dad_state);
+        w.write_opt("lifetime", &self.lifetime);
+        w.write_opt("operation", &self.operation);
+    }
+}
+impl x::ArrayItem for HostIpConfigIpV6Address {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpConfigIpV6Address";
+    const ITEM_TAG: &'static str = "HostIpConfigIpV6Address";
+}
+/// `HostIpConfigIpV6AddressConfiguration` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostIpConfigIpV6AddressConfiguration {
+    /// `ipV6Address`.
+    pub ip_v6_address: Vec<HostIpConfigIpV6Address>,
+    /// `autoConfigurationEnabled`.
+    pub auto_configuration_enabled: Option<bool>,
+    /// `dhcpV6Enabled`.
+    pub dhcp_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostIpConfigIpV6AddressConfiguration {
+    const TYPE_NAME: &'static str = "HostIpConfigIpV6AddressConfiguration";
+}
+impl x::Structure for HostIpConfigIpV6AddressConfiguration {}
+impl Clone for HostIpConfigIpV6AddressConfiguration {
+    fn clone(&self) -> Self {
+        Self {
+            ip_v6_address: x::clone_vec(&self.ip_v6_address),
+            auto_configuration_enabled: self.auto_configuration_enabled,
+            dhcp_v6_enabled: self.dhcp_v6_enabled,
+        }
+    }
+}
+impl x::Fields for HostIpConfigIpV6AddressConfiguration {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
+            "autoConfigurationEnabled" => {
+                r.read_opt(&mut self.auto_configuration_enabled)
+            }
+            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipV6Address", &self.ip_v6_address);
+        w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
+        w.write_opt("dhcpV6Enabled", &self.dhcp_v6_enabled);
+    }
+}
+/// `HostIpInconsistentEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpInconsistentEvent {
+    /// The fields `HostIpInconsistentEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+    /// `ipAddress`.
+    pub ip_address: String,
+    /// `ipAddress2`.
+    pub ip_address2: String,
+}
+impl x::SchemaType for HostIpInconsistentEvent {
+    const TYPE_NAME: &'static str = "HostIpInconsistentEvent";
+}
+impl x::Structure for HostIpInconsistentEvent {}
+impl std::ops::Deref for HostIpInconsistentEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostIpInconsistentEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostIpInconsistentEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "ipAddress2" => r.read(&mut self.ip_address2),
+            _ => return x::Fields::decode_field(&mut self.host_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+        w.write("ipAddress", &self.ip_address);
+        w.write("ipAddress2", &self.ip_address2);
+    }
+}
+/// `HostIpRouteConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostIpRouteConfig`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteConfig {
+    /// `defaultGateway`.
+    pub default_gateway: Option<String>,
+    /// `gatewayDevice`.
+    pub gateway_device: Option<String>,
+    /// `ipV6DefaultGateway`.
+    pub ip_v6_default_gateway: Option<String>,
+    /// `ipV6GatewayDevice`.
+    pub ip_v6_gateway_device: Option<String>,
+}
+impl x::SchemaType for HostIpRouteConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteConfig";
+}
+impl x::Structure for HostIpRouteConfig {}
+impl x::Fields for HostIpRouteConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("defaultGateway", &self.default_gateway);
+        w.write_opt("gatewayDevice", &self.gateway_device);
+        w.write_opt("ipV6DefaultGateway", &self.ip_v6_default_gateway);
+        w.write_opt("ipV6GatewayDevice", &self.ip_v6_gateway_device);
+    }
+}
+/// `HostIpRouteConfigSpec` (extends `HostIpRouteConfig`).
+///
+/// The fields of `HostIpRouteConfig` are in `host_ip_route_config`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteConfigSpec {
+    /// The fields `HostIpRouteConfigSpec` inherits from `HostIpRouteConfig`.
+    pub host_ip_route_config: HostIpRouteConfig,
+    /// `gatewayDeviceConnection`.
+    pub gateway_device_connection: Option<HostVirtualNicConnection>,
+    /// `ipV6GatewayDeviceConnection`.
+    pub ip_v6_gateway_device_connection: Option<HostVirtualNicConnection>,
+}
+impl x::SchemaType for HostIpRouteConfigSpec {
+    const TYPE_NAME: &'static str = "HostIpRouteConfigSpec";
+}
+impl x::Structure for HostIpRouteConfigSpec {}
+impl std::ops::Deref for HostIpRouteConfigSpec {
+    type Target = HostIpRouteConfig;
+    #[inline]
+    fn deref(&self) -> &HostIpRouteConfig {
+        &self.host_ip_route_config
+    }
+}
+impl std::ops::DerefMut for HostIpRouteConfigSpec {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostIpRouteConfig {
+        &mut self.host_ip_route_config
+    }
+}
+impl x::Fields for HostIpRouteConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection),
+            "ipV6GatewayDeviceConnection" => {
+                r.read_opt(&mut self.ip_v6_gateway_device_connection)
+            }
+            _ => return x::Fields::decode_field(&mut self.host_ip_route_config, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_ip_route_config, w);
+        w.write_opt("gatewayDeviceConnection", &self.gateway_device_connection);
+        w.write_opt(
+            "ipV6GatewayDeviceConnection",
+            &self.ip_v6_gateway_device_connection,
+        );
+    }
+}
+/// `HostIpRouteEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteEntry {
+    /// `network`.
+    pub network: String,
+    /// `prefixLength`.
+    pub prefix_length: i32,
+    /// `gateway`.
+    pub gateway: String,
+    /// `deviceName`.
+    pub device_name: Option<String>,
+}
+impl x::SchemaType for HostIpRouteEntry {
+    const TYPE_NAME: &'static str = "HostIpRouteEntry";
+}
+impl x::Structure for HostIpRouteEntry {}
+impl x::Fields for HostIpRouteEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "gateway" => r.read(&mut self.gateway),
+            "deviceName" => r.read_opt(&mut self.device_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("network", &self.network);
+        w.write("prefixLength", &self.prefix_length);
+        w.write("gateway", &self.gateway);
+        w.write_opt("deviceName", &self.device_name);
+    }
+}
+impl x::ArrayItem for HostIpRouteEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteEntry";
+    const ITEM_TAG: &'static str = "HostIpRouteEntry";
+}
+/// `HostIpRouteOp` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpRouteOp {
+    /// `changeOperation`.
+    pub change_operation: String,
+    /// `route`.
+    pub route: HostIpRouteEntry,
+}
+impl x::SchemaType for HostIpRouteOp {
+    const TYPE_NAME: &'static str = "HostIpRouteOp";
+}
+impl x::Structure for HostIpRouteOp {}
+impl x::Fields for HostIpRouteOp {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read(&mut self.change_operation),
+            "route" => r.read(&mut self.route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("changeOperation", &self.change_operation);
+        w.write("route", &self.route);
+    }
+}
+impl x::ArrayItem for HostIpRouteOp {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostIpRouteOp";
+    const ITEM_TAG: &'static str = "HostIpRouteOp";
+}
+/// `HostIpRouteTableConfig` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostIpRouteTableConfig {
+    /// `ipRoute`.
+    pub ip_route: Vec<HostIpRouteOp>,
+    /// `ipv6Route`.
+    pub ipv6_route: Vec<HostIpRouteOp>,
+}
+impl x::SchemaType for HostIpRouteTableConfig {
+    const TYPE_NAME: &'static str = "HostIpRouteTableConfig";
+}
+impl x::Structure for HostIpRouteTableConfig {}
+impl Clone for HostIpRouteTableConfig {
+    fn clone(&self) -> Self {
+        Self {
+            ip_route: x::clone_vec(&self.ip_route),
+            ipv6_route: x::clone_vec(&self.ipv6_route),
+        }
+    }
+}
+impl x::Fields for HostIpRouteTableConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipRoute", &self.ip_route);
+        w.write_vec("ipv6Route", &self.ipv6_route);
+    }
+}
+/// `HostIpRouteTableInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostIpRouteTableInfo {
+    /// `ipRoute`.
+    pub ip_route: Vec<HostIpRouteEntry>,
+    /// `ipv6Route`.
+    pub ipv6_route: Vec<HostIpRouteEntry>,
+}
+impl x::SchemaType for HostIpRouteTableInfo {
+    const TYPE_NAME: &'static str = "HostIpRouteTableInfo";
+}
+impl x::Structure for HostIpRouteTableInfo {}
+impl Clone for HostIpRouteTableInfo {
+    fn clone(&self) -> Self {
+        Self {
+            ip_route: x::clone_vec(&self.ip_route),
+            ipv6_route: x::clone_vec(&self.ipv6_route),
+        }
+    }
+}
+impl x::Fields for HostIpRouteTableInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("ipRoute", &self.ip_route);
+        w.write_vec("ipv6Route", &self.ipv6_route);
+    }
+}
+/// `HostIpToShortNameFailedEvent` (extends `HostEvent`).
+///
+/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpToShortNameFailedEvent {
+    /// The fields `HostIpToShortNameFailedEvent` inherits from `HostEvent`.
+    pub host_event: HostEvent,
+}
+impl x::SchemaType for HostIpToShortNameFailedEvent {
+    const TYPE_NAME: &'static str = "HostIpToShortNameFailedEvent";
+}
+impl x::Structure for HostIpToShortNameFailedEvent {}
+impl std::ops::Deref for HostIpToShortNameFailedEvent {
+    type Target = HostEvent;
+    #[inline]
+    fn deref(&self) -> &HostEvent {
+        &self.host_event
+    }
+}
+impl std::ops::DerefMut for HostIpToShortNameFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostEvent {
+        &mut self.host_event
+    }
+}
+impl x::Fields for HostIpToShortNameFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_event, w);
+    }
+}
+/// `HostIpmiInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIpmiInfo {
+    /// `bmcIpAddress`.
+    pub bmc_ip_address: Option<String>,
+    /// `bmcMacAddress`.
+    pub bmc_mac_address: Option<String>,
+    /// `login`.
+    pub login: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+}
+impl x::SchemaType for HostIpmiInfo {
+    const TYPE_NAME: &'static str = "HostIpmiInfo";
+}
+impl x::Structure for HostIpmiInfo {}
+impl x::Fields for HostIpmiInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address),
+            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address),
+            "login" => r.read_opt(&mut self.login),
+            "password" => r.read_opt(&mut self.password),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bmcIpAddress", &self.bmc_ip_address);
+        w.write_opt("bmcMacAddress", &self.bmc_mac_address);
+        w.write_opt("login", &self.login);
+        w.write_opt("password", &self.password);
+    }
+}
+/// `HostIsolationIpPingFailedEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIsolationIpPingFailedEvent {
+    /// The fields `HostIsolationIpPingFailedEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `isolationIp`.
+    pub isolation_ip: String,
+}
+impl x::SchemaType for HostIsolationIpPingFailedEvent {
+    const TYPE_NAME: &'static str = "HostIsolationIpPingFailedEvent";
+}
+impl x::Structure for HostIsolationIpPingFailedEvent {}
+impl std::ops::Deref for HostIsolationIpPingFailedEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+impl std::ops::DerefMut for HostIsolationIpPingFailedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+impl x::Fields for HostIsolationIpPingFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "isolationIp" => r.read(&mut self.isolation_ip),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write("isolationIp", &self.isolation_ip);
+    }
+}
+/// `HostLicensableResourceInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostLicensableResourceInfo {
+    /// `resource`.
+    pub resource: Vec<KeyAnyValue>,
+}
+impl x::SchemaType for HostLicensableResourceInfo {
+    const TYPE_NAME: &'static str = "HostLicensableResourceInfo";
+}
+impl x::Structure for HostLicensableResourceInfo {}
+impl Clone for HostLicensableResourceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            resource: x::clone_vec(&self.resource),
+        }
+    }
+}
+impl x::Fields for HostLicensableResourceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resource" => r.read_push(&mut self.resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("resource", &self.resource);
+    }
+}
+/// `HostLicenseConnectInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseConnectInfo {
+    /// `license`.
+    pub license: LicenseManagerLicenseInfo,
+    /// `evaluation`.
+    pub evaluation: LicenseManagerEvaluationInfo,
+    /// `resource`.
+    pub resource: Option<HostLicensableResourceInfo>,
+}
+impl x::SchemaType for HostLicenseConnectInfo {
+    const TYPE_NAME: &'static str = "HostLicenseConnectInfo";
+}
+impl x::Structure for HostLicenseConnectInfo {}
+impl x::Fields for HostLicenseConnectInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "license" => r.read(&mut self.license),
+            "evaluation" => r.read(&mut self.evaluation),
+            "resource" => r.read_opt(&mut self.resource),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("license", &self.license);
+        w.write("evaluation", &self.evaluation);
+        w.write_opt("resource", &self.resource);
+    }
+}
+/// `HostLicenseExpiredEvent` (extends `LicenseEvent`).
+///
+/// The fields of `LicenseEvent` are in `license_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLicenseExpiredEvent {
+    /// The fields `HostLicenseExpiredEvent` inherits from `LicenseEvent`.
+    pub license_event: LicenseEvent,
+}
+impl x::SchemaType for HostLicenseExpiredEvent {
+    const TYPE_NAME: &'static str = "HostLicenseExpiredEvent";
+}
+impl x::Structure for HostLicenseExpiredEvent {}
+impl std::ops::Deref for HostLicenseExpiredEvent {
+    type Target = LicenseEvent;
+    #[inline]
+    fn deref(&self) -> &LicenseEvent {
+        &self.license_event
+    }
+}
+impl std::ops::DerefMut for HostLicenseExpiredEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut LicenseEvent {
+        &mut self.license_event
+    }
+}
+impl x::Fields for HostLicenseExpiredEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.license_event, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.license_event, w);
+    }
+}
+/// `HostLicenseSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostLicenseSpec {
+    /// `source`.
+    pub source: Option<AnyLicenseSource>,
+    /// `editionKey`.
+    pub edition_key: Option<String>,
+    /// `disabledFeatureKey`.
+    pub disabled_feature_key: Vec<String>,
+    /// `enabledFeatureKey`.
+    pub enabled_feature_key: Vec<String>,
+}
+impl x::SchemaType for HostLicenseSpec {
+    const TYPE_NAME: &'static str = "HostLicenseSpec";
+}
+impl x::Structure for HostLicenseSpec {}
+impl Clone for HostLicenseSpec {
+    fn clone(&self) -> Self {
+        Self {
+            source: self.source.clone(),
+            edition_key: self.edition_key.clone(),
+            disabled_feature_key: x::clone_vec(&self.disabled_feature_key),
+            enabled_feature_key: x::clone_vec(&self.enabled_feature_key),
+        }
+    }
+}
+impl x::Fields for HostLicenseSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "source" => r.read_opt(&mut self.source),
+            "editionKey" => r.read_opt(&mut self.edition_key),
+            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key),
+            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("source", &self.source);
+        w.write_opt("editionKey", &self.edition_key);
+        w.write_vec("disabledFeatureKey", &self.disabled_feature_key);
+        w.write_vec("enabledFeatureKey", &self.enabled_feature_key);
+    }
+}
+/// `HostListSummary` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostListSummary {
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `hardware`.
+    pub hardware: Option<HostHardwareSummary>,
+    /// `runtime`.
+    pub runtime: Option<HostRuntimeInfo>,
+    /// `config`.
+    pub config: HostConfigSummary,
+    /// `quickStats`.
+    pub quick_stats: HostListSummaryQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `rebootRequired`.
+    pub reboot_required: bool,
+    /// `rebootRequiredReason`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub reboot_required_reason: Vec<LocalizableMessage>,
+    /// `maintenanceModeRequired`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub maintenance_mode_required: Option<bool>,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+    /// `managementServerIp`.
+    pub management_server_ip: Option<String>,
+    /// `maxEVCModeKey`.
+    pub max_evc_mode_key: Option<String>,
+    /// `currentEVCModeKey`.
+    pub current_evc_mode_key: Option<String>,
+    /// `currentEVCGraphicsModeKey`.
+    pub current_evc_graphics_mode_key: Option<String>,
+    /// `gateway`.
+    pub gateway: Option<HostListSummaryGatewaySummary>,
+    /// `tpmAttestation`.
+    pub tpm_attestation: Option<HostTpmAttestationInfo>,
+    /// `trustAuthorityAttestationInfos`.
+    pub trust_authority_attestation_infos: Vec<HostTrustAuthorityAttestationInfo>,
+}
+impl x::SchemaType for HostListSummary {
+    const TYPE_NAME: &'static str = "HostListSummary";
+}
+impl x::Structure for HostListSummary {}
+impl Clone for HostListSummary {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            hardware: self.hardware.clone(),
+            runtime: self.runtime.clone(),
+            config: self.config.clone(),
+            quick_stats: self.quick_stats.clone(),
+            overall_status: self.overall_status.clone(),
+            reboot_required: self.reboot_required,
+            reboot_required_reason: x::clone_vec(&self.reboot_required_reason),
+            maintenance_mode_required: self.maintenance_mode_required,
+            custom_value: x::clone_vec(&self.custom_value),
+            management_server_ip: self.management_server_ip.clone(),
+            max_evc_mode_key: self.max_evc_mode_key.clone(),
+            current_evc_mode_key: self.current_evc_mode_key.clone(),
+            current_evc_graphics_mode_key: self.current_evc_graphics_mode_key.clone(),
+            gateway: self.gateway.clone(),
+            tpm_attestation: self.tpm_attestation.clone(),
+            trust_authority_attestation_infos: x::clone_vec(
+                &self.trust_authority_attestation_infos,
+            ),
+        }
+    }
+}
+impl x::Fields for HostListSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "hardware" => r.read_opt(&mut self.hardware),
+            "runtime" => r.read_opt(&mut self.runtime),
+            "config" => r.read(&mut self.config),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "rebootRequired" => r.read(&mut self.reboot_required),
+            "rebootRequiredReason" => r.read_push(&mut self.reboot_required_reason),
+            "maintenanceModeRequired" => r.read_opt(&mut self.maintenance_mode_required),
+            "customValue" => r.read_push(&mut self.custom_value),
+            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
+            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
+            "currentEVCGraphicsModeKey" => {
+                r.read_opt(&mut self.current_evc_graphics_mode_key)
+            }
+            "gateway" => r.read_opt(&mut self.gateway),
+            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
+            "trustAuthorityAttestationInfos" => {
+                r.read_push(&mut self.trust_authority_attestation_infos)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("host", &self.host);
+        w.write_opt("hardware", &self.hardware);
+        w.write_opt("runtime", &self.runtime);
+        w.write("config", &self.config);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write("rebootRequired", &self.reboot_required);
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.rebootRequiredReason",
+                !self.reboot_required_reason.is_empty(),
+            )
+        {
+            w.write_vec("rebootRequiredReason", &self.reboot_required_reason);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostListSummary.maintenanceModeRequired",
+                self.maintenance_mode_required.is_some(),
+            )
+        {
+            w.write_opt("maintenanceModeRequired", &self.maintenance_mode_required);
+        }
+        w.write_vec("customValue", &self.custom_value);
+        w.write_opt("managementServerIp", &self.management_server_ip);
+        w.write_opt("maxEVCModeKey", &self.max_evc_mode_key);
+        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
+        w.write_opt("currentEVCGraphicsModeKey", &self.current_evc_graphics_mode_key);
+        w.write_opt("gateway", &self.gateway);
+        w.write_opt("tpmAttestation", &self.tpm_attestation);
+        w.write_vec(
+            "trustAuthorityAttestationInfos",
+            &self.trust_authority_attestation_infos,
+        );
+    }
+}
+/// `HostListSummaryGatewaySummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostListSummaryGatewaySummary {
+    /// `gatewayType`.
+    pub gateway_type: String,
+    /// `gatewayId`.
+    pub gateway_id: String,
+}
+impl x::SchemaType for HostListSummaryGatewaySummary {
+    const TYPE_NAME: &'static str = "HostListSummaryGatewaySummary";
+}
+impl x::Structure for HostListSummaryGatewaySummary {}
+impl x::Fields for HostListSummaryGatewaySummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read(&mut self.gateway_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("gatewayType", &self.gateway_type);
+        w.write("gatewayId", &self.gateway_id);
+    }
+}
+/// `HostListSummaryQuickStats` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostListSummaryQuickStats {
+    /// `overallCpuUsage`.
+    pub overall_cpu_usage: Option<i32>,
+    /// `overallMemoryUsage`.
+    pub overall_memory_usage: Option<i32>,
+    /// `distributedCpuFairness`.
+    pub distributed_cpu_fairness: Option<i32>,
+    /// `distributedMemoryFairness`.
+    pub distributed_memory_fairness: Option<i32>,
+    /// `availablePMemCapacity`.
+    pub available_p_mem_capacity: Option<i32>,
+    /// `uptime`.
+    pub uptime: Option<i32>,
+}
+impl x::SchemaType for HostListSummaryQuickStats {
+    const TYPE_NAME: &'static str = "HostListSummaryQuickStats";
+}
+impl x::Structure for HostListSummaryQuickStats {}
+impl x::Fields for HostListSummaryQuickStats {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
+            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
+            "distributedMemoryFairness" => {
+                r.read_opt(&mut self.distributed_memory_fairness)
+            }
+            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
+            "uptime" => r.read_opt(&mut self.uptime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
+        w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
+        w.write_opt("distributedCpuFairness", &self.distributed_cpu_fairness);
+        w.write_opt("distributedMemoryFairness", &self.distributed_memory_fairness);
+        w.write_opt("availablePMemCapacity", &self.available_p_mem_capacity);
+        w.write_opt("uptime", &self.uptime);
+    }
+}
+/// `HostLocalAuthenticationInfo` (extends `HostAuthenticationStoreInfo`).
+///
+/// The fields of `HostAuthenticationStoreInfo` are in `host_authentication_store_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalAuthenticationInfo {
+    /// The fields `HostLocalAuthenticationInfo` inherits from `HostAuthenticationStoreInfo`.
+    pub host_authentication_store_info: HostAuthenticationStoreInfo,
+}
+impl x::SchemaType for HostLocalAuthenticationInfo {
+    const TYPE_NAME: &'static str = "HostLocalAuthenticationInfo";
+}
+impl x::Structure for HostLocalAuthenticationInfo {}
+impl std::ops::Deref for HostLocalAuthenticationInfo {
+    type Target = HostAuthenticationStoreInfo;
+    #[inline]
+    fn deref(&self) -> &HostAuthenticationStoreInfo {
+        &self.host_authentication_store_info
+    }
+}
+impl std::ops::DerefMut for HostLocalAuthenticationInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostAuthenticationStoreInfo {
+        &mut self.host_authentication_store_info
+    }
+}
+impl x::Fields for HostLocalAuthenticationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.host_authentication_store_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_authentication_store_info, w);
+    }
+}
+/// `HostLocalFileSystemVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalFileSystemVolume {
+    /// The fields `HostLocalFileSystemVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `device`.
+    pub device: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolume {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolume";
+}
+impl x::Structure for HostLocalFileSystemVolume {}
+impl std::ops::Deref for HostLocalFileSystemVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostLocalFileSystemVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostLocalFileSystemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("device", &self.device);
+    }
+}
+/// `HostLocalFileSystemVolumeSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalFileSystemVolumeSpec {
+    /// `device`.
+    pub device: String,
+    /// `localPath`.
+    pub local_path: String,
+}
+impl x::SchemaType for HostLocalFileSystemVolumeSpec {
+    const TYPE_NAME: &'static str = "HostLocalFileSystemVolumeSpec";
+}
+impl x::Structure for HostLocalFileSystemVolumeSpec {}
+impl x::Fields for HostLocalFileSystemVolumeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "localPath" => r.read(&mut self.local_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("localPath", &self.local_path);
+    }
+}
+/// `HostLocalPortCreatedEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLocalPortCreatedEvent {
+    /// The fields `HostLocalPortCreatedEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `hostLocalPort`.
+    pub host_local_port: DVSHostLocalPortInfo,
+}
+impl x::SchemaType for HostLocalPortCreatedEvent {
+    const TYPE_NAME: &'static str = "HostLocalPortCreatedEvent";
+}
+impl x::Structure for HostLocalPortCreatedEvent {}
+impl std::ops::Deref for HostLocalPortCreatedEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+impl std::ops::DerefMut for HostLocalPortCreatedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+impl x::Fields for HostLocalPortCreatedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostLocalPort" => r.read(&mut self.host_local_port),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("hostLocalPort", &self.host_local_port);
+    }
+}
+/// `HostLowLevelProvisioningManagerDiskLayoutSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerDiskLayoutSpec {
+    /// `controllerType`.
+    pub controller_type: String,
+    /// `busNumber`.
+    pub bus_number: i32,
+    /// `unitNumber`.
+    pub unit_number: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerDiskLayoutSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "controllerType" => r.read(&mut self.controller_type),
+            "busNumber" => r.read(&mut self.bus_number),
+            "unitNumber" => r.read(&mut self.unit_number),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("controllerType", &self.controller_type);
+        w.write("busNumber", &self.bus_number);
+        w.write("unitNumber", &self.unit_number);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerDiskLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerDiskLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteResult {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fault`.
+    pub fault: LocalizedMethodFault,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteResult {}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fault" => r.read(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteResult";
+}
+/// `HostLowLevelProvisioningManagerFileDeleteSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileDeleteSpec {
+    /// `fileName`.
+    pub file_name: String,
+    /// `fileType`.
+    pub file_type: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileDeleteSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fileType" => r.read(&mut self.file_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write("fileType", &self.file_type);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileDeleteSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileDeleteSpec";
+}
+/// `HostLowLevelProvisioningManagerFileReserveResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveResult {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `reservedName`.
+    pub reserved_name: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveResult {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveResult {}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "reservedName" => r.read(&mut self.reserved_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("reservedName", &self.reserved_name);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveResult";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveResult";
+}
+/// `HostLowLevelProvisioningManagerFileReserveSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerFileReserveSpec {
+    /// `baseName`.
+    pub base_name: String,
+    /// `parentDir`.
+    pub parent_dir: String,
+    /// `fileType`.
+    pub file_type: String,
+    /// `storageProfile`.
+    pub storage_profile: String,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerFileReserveSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerFileReserveSpec {}
+impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "fileType" => r.read(&mut self.file_type),
+            "storageProfile" => r.read(&mut self.storage_profile),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("baseName", &self.base_name);
+        w.write("parentDir", &self.parent_dir);
+        w.write("fileType", &self.file_type);
+        w.write("storageProfile", &self.storage_profile);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerFileReserveSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerFileReserveSpec";
+}
+/// `HostLowLevelProvisioningManagerSnapshotLayoutSpec` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    /// `id`.
+    pub id: i32,
+    /// `srcFilename`.
+    pub src_filename: String,
+    /// `dstFilename`.
+    pub dst_filename: String,
+    /// `disk`.
+    pub disk: Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+impl x::Structure for HostLowLevelProvisioningManagerSnapshotLayoutSpec {}
+impl Clone for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            src_filename: self.src_filename.clone(),
+            dst_filename: self.dst_filename.clone(),
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
+impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            "disk" => r.read_push(&mut self.disk),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("srcFilename", &self.src_filename);
+        w.write("dstFilename", &self.dst_filename);
+        w.write_vec("disk", &self.disk);
+    }
+}
+impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
+    const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
+}
+/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
+    /// `migrationId`.
+    pub migration_id: i64,
+    /// `type`.
+    pub type_: String,
+    /// `source`.
+    pub source: bool,
+    /// `consideredSuccessful`.
+    pub considered_successful: bool,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
+impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "migrationId" => r.read(&mut self.migration_id),
+            "type" => r.read(&mut self.type_),
+            "source" => r.read(&mut self.source),
+            "consideredSuccessful" => r.read(&mut self.considered_successful),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("migrationId", &self.migration_id);
+        w.write("type", &self.type_);
+        w.write("source", &self.source);
+        w.write("consideredSuccessful", &self.considered_successful);
+    }
+}
+/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
+    /// `version`.
+    pub version: String,
+    /// `biosUUID`.
+    pub bios_uuid: String,
+    /// `instanceUUID`.
+    pub instance_uuid: String,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
+impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "biosUUID" => r.read(&mut self.bios_uuid),
+            "instanceUUID" => r.read(&mut self.instance_uuid),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("biosUUID", &self.bios_uuid);
+        w.write("instanceUUID", &self.instance_uuid);
+        w.write_opt("ftInfo", &self.ft_info);
+    }
+}
+/// `HostMaintenanceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpec {
+    /// `vsanMode`.
+    pub vsan_mode: Option<VsanHostDecommissionMode>,
+    /// `purpose`.
+    pub purpose: Option<String>,
+    /// `evacMode`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub evac_mode: Option<HostMaintenanceSpecEvacuationMode>,
+}
+impl x::SchemaType for HostMaintenanceSpec {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
+}
+impl x::Structure for HostMaintenanceSpec {}
+impl x::Fields for HostMaintenanceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vsanMode" => r.read_opt(&mut self.vsan_mode),
+            "purpose" => r.read_opt(&mut self.purpose),
+            "evacMode" => r.read_opt(&mut self.evac_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vsanMode", &self.vsan_mode);
+        w.write_opt("purpose", &self.purpose);
+        if w.since(0x0901_0000, "HostMaintenanceSpec.evacMode", self.evac_mode.is_some())
+        {
+            w.write_opt("evacMode", &self.evac_mode);
+        }
+    }
+}
+/// `HostMaintenanceSpecEvacuationMode` (extends `DynamicData`).
+///
+/// Since vSphere API 9.1.0.0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpecEvacuationMode {
+    /// `workloadNonDisruptive`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub workload_non_disruptive: bool,
+}
+impl x::SchemaType for HostMaintenanceSpecEvacuationMode {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpecEvacuationMode";
+}
+impl x::Structure for HostMaintenanceSpecEvacuationMode {}
+impl x::Fields for HostMaintenanceSpecEvacuationMode {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workloadNonDisruptive" => r.read(&mut self.workload_non_disruptive),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0901_0000, "type HostMaintenanceSpecEvacuationMode", true);
+        w.write("workloadNonDisruptive", &self.workload_non_disruptive);
+    }
+}
+/// `HostMemberHealthCheckResult` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberHealthCheckResult {
+    /// `summary`.
+    pub summary: Option<String>,
+}
+impl x::SchemaType for HostMemberHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
+}
+impl x::Structure for HostMemberHealthCheckResult {}
+impl x::Fields for HostMemberHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+    }
+}
+/// `HostMemberRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostMemberRuntimeInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `status`.
+    pub status: Option<String>,
+    /// `statusDetail`.
+    pub status_detail: Option<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `healthCheckResult`.
+    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
+    /// `hostUplinkState`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub host_uplink_state: Vec<DistributedVirtualSwitchHostMemberHostUplinkState>,
+    /// `hostPerfNicOffloadState`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub host_perf_nic_offload_state: Option<
+        DistributedVirtualSwitchHostMemberHostPerfNicOffloadState,
+    >,
+}
+impl x::SchemaType for HostMemberRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
+}
+impl x::Structure for HostMemberRuntimeInfo {}
+impl Clone for HostMemberRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            status: self.status.clone(),
+            status_detail: self.status_detail.clone(),
+            nsxt_status: self.nsxt_status.clone(),
+            nsxt_status_detail: self.nsxt_status_detail.clone(),
+            health_check_result: x::clone_vec(&self.health_check_result),
+            host_uplink_state: x::clone_vec(&self.host_uplink_state),
+            host_perf_nic_offload_state: self.host_perf_nic_offload_state.clone(),
+        }
+    }
+}
+impl x::Fields for HostMemberRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "status" => r.read_opt(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "healthCheckResult" => r.read_push(&mut self.health_check_result),
+            "hostUplinkState" => r.read_push(&mut self.host_uplink_state),
+            "hostPerfNicOffloadState" => {
+                r.read_opt(&mut self.host_perf_nic_offload_state)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_opt("status", &self.status);
+        w.write_opt("statusDetail", &self.status_detail);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        w.write_vec("healthCheckResult", &self.health_check_result);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemberRuntimeInfo.hostUplinkState",
+                !self.host_uplink_state.is_empty(),
+            )
+        {
+            w.write_vec("hostUplinkState", &self.host_uplink_state);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "HostMemberRuntimeInfo.hostPerfNicOffloadState",
+                self.host_perf_nic_offload_state.is_some(),
+            )
+        {
+            w.write_opt("hostPerfNicOffloadState", &self.host_perf_nic_offload_state);
+        }
+    }
+}
+impl x::ArrayItem for HostMemberRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
+}
+/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
+///
+/// The fields of `HostMemberHealthCheckResult` are in `host_member_health_check_result`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberUplinkHealthCheckResult {
+    /// The fields `HostMemberUplinkHealthCheckResult` inherits from `HostMemberHealthCheckResult`.
+    pub host_member_health_check_result: HostMemberHealthCheckResult,
+    /// `uplinkPortKey`.
+    pub uplink_port_key: String,
+}
+impl x::SchemaType for HostMemberUplinkHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
+}
+impl x::Structure for HostMemberUplinkHealthCheckResult {}
+impl std::ops::Deref for HostMemberUplinkHealthCheckResult {
+    type Target = HostMemberHealthCheckResult;
+    #[inline]
+    fn deref(&self) -> &HostMemberHealthCheckResult {
+        &self.host_member_health_check_result
+    }
+}
+impl std::ops::DerefMut for HostMemberUplinkHealthCheckResult {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMemberHealthCheckResult {
+        &mut self.host_member_health_check_result
+    }
+}
+impl x::Fields for HostMemberUplinkHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_member_health_check_result,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_member_health_check_result, w);
+        w.write("uplinkPortKey", &self.uplink_port_key);
+    }
+}
+/// `HostMemoryProfile` (extends `ApplyProfile`).
+///
+/// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryProfile {
+    /// The fields `HostMemoryProfile` inherits from `ApplyProfile`.
+    pub apply_profile: ApplyProfile,
+}
+impl x::SchemaType for HostMemoryProfile {
+    const TYPE_NAME: &'static str = "HostMemoryProfile";
+}
+impl x::Structure for HostMemoryProfile {}
+impl std::ops::Deref for HostMemoryProfile {
+    type Target = ApplyProfile;
+    #[inline]
+    fn deref(&self) -> &ApplyProfile {
+        &self.apply_profile
+    }
+}
+impl std::ops::DerefMut for HostMemoryProfile {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ApplyProfile {
+        &mut self.apply_profile
+    }
+}
+impl x::Fields for HostMemoryProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.apply_profile, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.apply_profile, w);
+    }
+}
+/// `HostMemorySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemorySpec {
+    /// `serviceConsoleReservation`.
+    pub service_console_reservation: Option<i64>,
+}
+impl x::SchemaType for HostMemorySpec {
+    const TYPE_NAME: &'static str = "HostMemorySpec";
+}
+impl x::Structure for HostMemorySpec {}
+impl x::Fields for HostMemorySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceConsoleReservation" => {
+                r.read_opt(&mut self.service_console_reservation)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
+    }
+}
+/// `HostMemoryTierInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostMemoryTierInfo {
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `flags`.
+    pub flags: Vec<String>,
+    /// `internalFlags`.
+    ///
+    /// Since vSphere API 8.0.3.0.
+    pub internal_flags: Vec<String>,
+    /// `size`.
+    pub size: i64,
+}
+impl x::SchemaType for HostMemoryTierInfo {
+    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
+}
+impl x::Structure for HostMemoryTierInfo {}
+impl Clone for HostMemoryTierInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            type_: self.type_.clone(),
+            flags: x::clone_vec(&self.flags),
+            internal_flags: x::clone_vec(&self.internal_flags),
+            size: self.size,
+        }
+    }
+}
+impl x::Fields for HostMemoryTierInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "flags" => r.read_push(&mut self.flags),
+            "internalFlags" => r.read_push(&mut self.internal_flags),
+            "size" => r.read(&mut self.size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write_vec("flags", &self.flags);
+        if w
+            .since(
+                0x0800_0300,
+                "HostMemoryTierInfo.internalFlags",
+                !self.internal_flags.is_empty(),
+            )
+        {
+            w.write_vec("internalFlags", &self.internal_flags);
+        }
+        w.write("size", &self.size);
+    }
+}
+impl x::ArrayItem for HostMemoryTierInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
+    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
+}
+/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
+///
+/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMissingNetworksEvent {
+    /// The fields `HostMissingNetworksEvent` inherits from `HostDasEvent`.
+    pub host_das_event: HostDasEvent,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+impl x::SchemaType for HostMissingNetworksEvent {
+    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
+}
+impl x::Structure for HostMissingNetworksEvent {}
+impl std::ops::Deref for HostMissingNetworksEvent {
+    type Target = HostDasEvent;
+    #[inline]
+    fn deref(&self) -> &HostDasEvent {
+        &self.host_das_event
+    }
+}
+impl std::ops::DerefMut for HostMissingNetworksEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostDasEvent {
+        &mut self.host_das_event
+    }
+}
+impl x::Fields for HostMissingNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_das_event, w);
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMonitoringStateChangedEvent {
+    /// The fields `HostMonitoringStateChangedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for HostMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
+}
+impl x::Structure for HostMonitoringStateChangedEvent {}
+impl std::ops::Deref for HostMonitoringStateChangedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for HostMonitoringStateChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
+impl x::Fields for HostMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_event, w);
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `HostMountInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMountInfo {
+    /// `path`.
+    pub path: Option<String>,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `mounted`.
+    pub mounted: Option<bool>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+    /// `inaccessibleReason`.
+    pub inaccessible_reason: Option<String>,
+    /// `vmknicName`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_name: Option<String>,
+    /// `vmknicActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub vmknic_active: Option<bool>,
+    /// `mountFailedReason`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub mount_failed_reason: Option<String>,
+    /// `numTcpConnections`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub num_tcp_connections: Option<i32>,
+}
+impl x::SchemaType for HostMountInfo {
+    const TYPE_NAME: &'static str = "HostMountInfo";
+}
+impl x::Structure for HostMountInfo {}
+impl x::Fields for HostMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "mounted" => r.read_opt(&mut self.mounted),
+            "accessible" => r.read_opt(&mut self.accessible),
+            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
+            "vmknicName" => r.read_opt(&mut self.vmknic_name),
+            "vmknicActive" => r.read_opt(&mut self.vmknic_active),
+            "mountFailedReason" => r.read_opt(&mut self.mount_failed_reason),
+            "numTcpConnections" => r.read_opt(&mut self.num_tcp_connections),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("path", &self.path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("mounted", &self.mounted);
+        w.write_opt("accessible", &self.accessible);
+        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
+        if w.since(0x0800_0100, "HostMountInfo.vmknicName", self.vmknic_name.is_some()) {
+            w.write_opt("vmknicName", &self.vmknic_name);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.vmknicActive",
+                self.vmknic_active.is_some(),
+            )
+        {
+            w.write_opt("vmknicActive", &self.vmknic_active);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "HostMountInfo.mountFailedReason",
+                self.mount_failed_reason.is_some(),
+            )
+        {
+            w.write_opt("mountFailedReason", &self.mount_failed_reason);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "HostMountInfo.numTcpConnections",
+                self.num_tcp_connections.is_some(),
+            )
+        {
+            w.write_opt("numTcpConnections", &self.num_tcp_connections);
+        }
+    }
+}
+/// `HostMultipathInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostMultipathInfo {
+    /// `lun`.
+    pub lun: Vec<HostMultipathInfoLogicalUnit>,
+}
+impl x::SchemaType for HostMultipathInfo {
+    const TYPE_NAME: &'static str = "HostMultipathInfo";
+}
+impl x::Structure for HostMultipathInfo {}
+impl Clone for HostMultipathInfo {
+    fn clone(&self) -> Self {
+        Self {
+            lun: x::clone_vec(&self.lun),
+        }
+    }
+}
+impl x::Fields for HostMultipathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lun" => r.read_push(&mut self.lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("lun", &self.lun);
+    }
+}
+/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+///
+/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoFixedLogicalUnitPolicy {
+    /// The fields `HostMultipathInfoFixedLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
+    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
+    /// `prefer`.
+    pub prefer: String,
+}
+impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
+impl std::ops::Deref for HostMultipathInfoFixedLogicalUnitPolicy {
+    type Target = HostMultipathInfoLogicalUnitPolicy;
+    #[inline]
+    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
+        &self.host_multipath_info_logical_unit_policy
+    }
+}
+impl std::ops::DerefMut for HostMultipathInfoFixedLogicalUnitPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
+        &mut self.host_multipath_info_logical_unit_policy
+    }
+}
+impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "prefer" => r.read(&mut self.prefer),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_multipath_info_logical_unit_policy,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
+        w.write("prefer", &self.prefer);
+    }
+}
+/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+///
+/// The fields of `HostMultipathInfoLogicalUnitPolicy` are in `host_multipath_info_logical_unit_policy`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoHppLogicalUnitPolicy {
+    /// The fields `HostMultipathInfoHppLogicalUnitPolicy` inherits from `HostMultipathInfoLogicalUnitPolicy`.
+    pub host_multipath_info_logical_unit_policy: HostMultipathInfoLogicalUnitPolicy,
+    /// `bytes`.
+    pub bytes: Option<i64>,
+    /// `iops`.
+    pub iops: Option<i64>,
+    /// `path`.
+    pub path: Option<String>,
+    /// `latencyEvalTime`.
+    pub latency_eval_time: Option<i64>,
+    /// `samplingIosPerPath`.
+    pub sampling_ios_per_path: Option<i64>,
+}
+impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
+impl std::ops::Deref for HostMultipathInfoHppLogicalUnitPolicy {
+    type Target = HostMultipathInfoLogicalUnitPolicy;
+    #[inline]
+    fn deref(&self) -> &HostMultipathInfoLogicalUnitPolicy {
+        &self.host_multipath_info_logical_unit_policy
+    }
+}
+impl std::ops::DerefMut for HostMultipathInfoHppLogicalUnitPolicy {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostMultipathInfoLogicalUnitPolicy {
+        &mut self.host_multipath_info_logical_unit_policy
+    }
+}
+impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bytes" => r.read_opt(&mut self.bytes),
+            "iops" => r.read_opt(&mut self.iops),
+            "path" => r.read_opt(&mut self.path),
+            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
+            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_multipath_info_logical_unit_policy,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_multipath_info_logical_unit_policy, w);
+        w.write_opt("bytes", &self.bytes);
+        w.write_opt("iops", &self.iops);
+        w.write_opt("path", &self.path);
+        w.write_opt("latencyEvalTime", &self.latency_eval_time);
+        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
+    }
+}
+/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnit {
+    /// `key`.
+    pub key: String,
+    /// `id`.
+    pub id: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<HostMultipathInfoPath>,
+    /// `policy`.
+    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
+    /// `storageArrayTypePolicy`.
+    pub storage_array_type_policy: Option<
+        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
+    >,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnit {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
+}
+impl x::Structure for HostMultipathInfoLogicalUnit {}
+impl Clone for HostMultipathInfoLogicalUnit {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            id: self.id.clone(),
+            lun: self.lun.clone(),
+            path: x::clone_vec(&self.path),
+            policy: self.policy.clone(),
+            storage_array_type_policy: self.storage_array_type_policy.clone(),
+        }
+    }
+}
+impl x::Fields for HostMultipathInfoLogicalUnit {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "id" => r.read(&mut self.id),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            "policy" => r.read(&mut self.policy),
+            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("id", &self.id);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+        w.write("policy", &self.policy);
+        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoLogicalUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
+    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
+}
+/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnitPolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitStorageArrayTypePolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+/// `HostMultipathInfoPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoPath {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `isWorkingPath`.
+    pub is_working_path: Option<bool>,
+    /// `adapter`.
+    pub adapter: String,
+    /// `lun`.
+    pub lun: String,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostMultipathInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathInfoPath";
+}
+impl x::Structure for HostMultipathInfoPath {}
+impl x::Fields for HostMultipathInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            "state" => r.read_opt(&mut self.state),
+            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
+            "adapter" => r.read(&mut self.adapter),
+            "lun" => r.read(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+        w.write_opt("state", &self.state);
+        w.write_opt("isWorkingPath", &self.is_working_path);
+        w.write("adapter", &self.adapter);
+        w.write("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathInfoPath";
+}
+/// `HostMultipathStateInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct HostMultipathStateInfo {
+    /// `path`.
+    pub path: Vec<HostMultipathStateInfoPath>,
+}
+impl x::SchemaType for HostMultipathStateInfo {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfo";
+}
+impl x::Structure for HostMultipathStateInfo {}
+impl Clone for HostMultipathStateInfo {
+    fn clone(&self) -> Self {
+        Self {
+            path: x::clone_vec(&self.path),
+        }
+    }
+}
+impl x::Fields for HostMultipathStateInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_push(&mut self.path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("path", &self.path);
+    }
+}
+/// `HostMultipathStateInfoPath` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathStateInfoPath {
+    /// `name`.
+    pub name: String,
+    /// `pathState`.
+    pub path_state: String,
+}
+impl x::SchemaType for HostMultipathStateInfoPath {
+    const TYPE_NAME: &'static str = "HostMultipathStateInfoPath";
+}
+impl x::Structure for HostMultipathStateInfoPath {}
+impl x::Fields for HostMultipathStateInfoPath {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("pathState", &self.path_state);
+    }
+}
+impl x::ArrayItem for HostMultipathStateInfoPath {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathStateInfoPath";
+    const ITEM_TAG: &'static str = "HostMultipathStateInfoPath";
+}
+/// `HostNasVolume` (extends `HostFileSystemVolume`).
+///
+/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct HostNasVolume {
+    /// The fields `HostNasVolume` inherits from `HostFileSystemVolume`.
+    pub host_file_system_volume: HostFileSystemVolume,
+    /// `remoteHost`.
+    pub remote_host: String,
+    /// `remotePath`.
+    pub remote_path: String,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `remoteHostNames`.
+    pub remote_host_names: Vec<String>,
+    /// `securityType`.
+    pub security_type: Option<String>,
+    /// `protocolEndpoint`.
+    pub protocol_endpoint: Option<bool>,
+}
+impl x::SchemaType for HostNasVolume {
+    const TYPE_NAME: &'static str = "HostNasVolume";
+}
+impl x::Structure for HostNasVolume {}
+impl Clone for HostNasVolume {
+    fn clone(&self) -> Self {
+        Self {
+            host_file_system_volume: self.host_file_system_volume.clone(),
+            remote_host: self.remote_host.clone(),
+            remote_path: self.remote_path.clone(),
+            user_name: self.user_name.clone(),
+            remote_host_names: x::clone_vec(&self.remote_host_names),
+            security_type: self.security_type.clone(),
+            protocol_endpoint: self.protocol_endpoint,
+        }
+    }
+}
+impl std::ops::Deref for HostNasVolume {
+    type Target = HostFileSystemVolume;
+    #[inline]
+    fn deref(&self) -> &HostFileSystemVolume {
+        &self.host_file_system_volume
+    }
+}
+impl std::ops::DerefMut for HostNasVolume {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
+        &mut self.host_file_system_volume
+    }
+}
+impl x::Fields for HostNasVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "userName" => r.read_opt(&mut self.user_name),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.host_file_system_volume,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.host_file_system_volume, w);
+        w.write("remoteHost", &self.remote_host);
+        w.write("remotePath", &self.remote_path);
+        w.write_opt("userName", &self.user_name);
+        w.write_vec("remoteHostNames", &self.remote_host_names);
+        w.write_opt("securityType", &self.security_type);
+        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
+    }
+}
 /// `HostNasVolumeConfig` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostNasVolumeConfig {
@@ -41,7 +2755,7 @@ impl x::ArrayItem for HostNasVolumeConfig {
     const ITEM_TAG: &'static str = "HostNasVolumeConfig";
 }
 /// `HostNasVolumeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostNasVolumeSpec {
     /// `remoteHost`.
     pub remote_host: String,
@@ -78,6 +2792,24 @@ impl x::SchemaType for HostNasVolumeSpec {
     const TYPE_NAME: &'static str = "HostNasVolumeSpec";
 }
 impl x::Structure for HostNasVolumeSpec {}
+impl Clone for HostNasVolumeSpec {
+    fn clone(&self) -> Self {
+        Self {
+            remote_host: self.remote_host.clone(),
+            remote_path: self.remote_path.clone(),
+            local_path: self.local_path.clone(),
+            access_mode: self.access_mode.clone(),
+            type_: self.type_.clone(),
+            user_name: self.user_name.clone(),
+            password: self.password.clone(),
+            remote_host_names: x::clone_vec(&self.remote_host_names),
+            security_type: self.security_type.clone(),
+            vmknic_to_bind: self.vmknic_to_bind.clone(),
+            vmknic_bound: self.vmknic_bound,
+            connections: self.connections,
+        }
+    }
+}
 impl x::Fields for HostNasVolumeSpec {
     fn decode_field(
         &mut self,
@@ -243,7 +2975,7 @@ impl x::ArrayItem for HostNatServiceConfig {
     const ITEM_TAG: &'static str = "HostNatServiceConfig";
 }
 /// `HostNatServiceNameServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostNatServiceNameServiceSpec {
     /// `dnsAutoDetect`.
     pub dns_auto_detect: bool,
@@ -266,6 +2998,20 @@ impl x::SchemaType for HostNatServiceNameServiceSpec {
     const TYPE_NAME: &'static str = "HostNatServiceNameServiceSpec";
 }
 impl x::Structure for HostNatServiceNameServiceSpec {}
+impl Clone for HostNatServiceNameServiceSpec {
+    fn clone(&self) -> Self {
+        Self {
+            dns_auto_detect: self.dns_auto_detect,
+            dns_policy: self.dns_policy.clone(),
+            dns_retries: self.dns_retries,
+            dns_timeout: self.dns_timeout,
+            dns_name_server: x::clone_vec(&self.dns_name_server),
+            nbds_timeout: self.nbds_timeout,
+            nbns_retries: self.nbns_retries,
+            nbns_timeout: self.nbns_timeout,
+        }
+    }
+}
 impl x::Fields for HostNatServiceNameServiceSpec {
     fn decode_field(
         &mut self,
@@ -345,7 +3091,7 @@ impl x::ArrayItem for HostNatServicePortForwardSpec {
     const ITEM_TAG: &'static str = "HostNatServicePortForwardSpec";
 }
 /// `HostNatServiceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostNatServiceSpec {
     /// `virtualSwitch`.
     pub virtual_switch: String,
@@ -368,6 +3114,20 @@ impl x::SchemaType for HostNatServiceSpec {
     const TYPE_NAME: &'static str = "HostNatServiceSpec";
 }
 impl x::Structure for HostNatServiceSpec {}
+impl Clone for HostNatServiceSpec {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_switch: self.virtual_switch.clone(),
+            active_ftp: self.active_ftp,
+            allow_any_oui: self.allow_any_oui,
+            config_port: self.config_port,
+            ip_gateway_address: self.ip_gateway_address.clone(),
+            udp_timeout: self.udp_timeout,
+            port_forward: x::clone_vec(&self.port_forward),
+            name_service: self.name_service.clone(),
+        }
+    }
+}
 impl x::Fields for HostNatServiceSpec {
     fn decode_field(
         &mut self,
@@ -400,7 +3160,7 @@ impl x::Fields for HostNatServiceSpec {
     }
 }
 /// `HostNetCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostNetCapabilities {
     /// `canSetPhysicalNicLinkSpeed`.
     pub can_set_physical_nic_link_speed: bool,
@@ -435,6 +3195,26 @@ impl x::SchemaType for HostNetCapabilities {
     const TYPE_NAME: &'static str = "HostNetCapabilities";
 }
 impl x::Structure for HostNetCapabilities {}
+impl Clone for HostNetCapabilities {
+    fn clone(&self) -> Self {
+        Self {
+            can_set_physical_nic_link_speed: self.can_set_physical_nic_link_speed,
+            supports_nic_teaming: self.supports_nic_teaming,
+            nic_teaming_policy: x::clone_vec(&self.nic_teaming_policy),
+            supports_vlan: self.supports_vlan,
+            uses_service_console_nic: self.uses_service_console_nic,
+            supports_network_hints: self.supports_network_hints,
+            max_port_groups_per_vswitch: self.max_port_groups_per_vswitch,
+            vswitch_config_supported: self.vswitch_config_supported,
+            vnic_config_supported: self.vnic_config_supported,
+            ip_route_config_supported: self.ip_route_config_supported,
+            dns_config_supported: self.dns_config_supported,
+            dhcp_on_vnic_supported: self.dhcp_on_vnic_supported,
+            ip_v6_supported: self.ip_v6_supported,
+            backup_nfc_nioc_supported: self.backup_nfc_nioc_supported,
+        }
+    }
+}
 impl x::Fields for HostNetCapabilities {
     fn decode_field(
         &mut self,
@@ -480,2748 +3260,5 @@ impl x::Fields for HostNetCapabilities {
         w.write("dhcpOnVnicSupported", &self.dhcp_on_vnic_supported);
         w.write_opt("ipV6Supported", &self.ip_v6_supported);
         w.write_opt("backupNfcNiocSupported", &self.backup_nfc_nioc_supported);
-    }
-}
-/// `HostNetOffloadCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetOffloadCapabilities {
-    /// `csumOffload`.
-    pub csum_offload: Option<bool>,
-    /// `tcpSegmentation`.
-    pub tcp_segmentation: Option<bool>,
-    /// `zeroCopyXmit`.
-    pub zero_copy_xmit: Option<bool>,
-}
-impl x::SchemaType for HostNetOffloadCapabilities {
-    const TYPE_NAME: &'static str = "HostNetOffloadCapabilities";
-}
-impl x::Structure for HostNetOffloadCapabilities {}
-impl x::Fields for HostNetOffloadCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "csumOffload" => r.read_opt(&mut self.csum_offload),
-            "tcpSegmentation" => r.read_opt(&mut self.tcp_segmentation),
-            "zeroCopyXmit" => r.read_opt(&mut self.zero_copy_xmit),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("csumOffload", &self.csum_offload);
-        w.write_opt("tcpSegmentation", &self.tcp_segmentation);
-        w.write_opt("zeroCopyXmit", &self.zero_copy_xmit);
-    }
-}
-/// `HostNetStackInstance` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetStackInstance {
-    /// `key`.
-    pub key: Option<String>,
-    /// `name`.
-    pub name: Option<String>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `requestedMaxNumberOfConnections`.
-    pub requested_max_number_of_connections: Option<i32>,
-    /// `congestionControlAlgorithm`.
-    pub congestion_control_algorithm: Option<String>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `routeTableConfig`.
-    pub route_table_config: Option<HostIpRouteTableConfig>,
-    /// `owner`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub owner: Option<String>,
-}
-impl x::SchemaType for HostNetStackInstance {
-    const TYPE_NAME: &'static str = "HostNetStackInstance";
-}
-impl x::Structure for HostNetStackInstance {}
-impl x::Fields for HostNetStackInstance {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "requestedMaxNumberOfConnections" => {
-                r.read_opt(&mut self.requested_max_number_of_connections)
-            }
-            "congestionControlAlgorithm" => {
-                r.read_opt(&mut self.congestion_control_algorithm)
-            }
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
-            "owner" => r.read_opt(&mut self.owner),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt(
-            "requestedMaxNumberOfConnections",
-            &self.requested_max_number_of_connections,
-        );
-        w.write_opt("congestionControlAlgorithm", &self.congestion_control_algorithm);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("routeTableConfig", &self.route_table_config);
-        if w.since(0x0900_0000, "HostNetStackInstance.owner", self.owner.is_some()) {
-            w.write_opt("owner", &self.owner);
-        }
-    }
-}
-impl x::ArrayItem for HostNetStackInstance {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetStackInstance";
-    const ITEM_TAG: &'static str = "HostNetStackInstance";
-}
-/// `HostNetworkConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfig {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitchConfig>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitchConfig>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroupConfig>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNicConfig>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNicConfig>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNicConfig>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableConfig`.
-    pub route_table_config: Option<HostIpRouteTableConfig>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpServiceConfig>,
-    /// `nat`.
-    pub nat: Vec<HostNatServiceConfig>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `netStackSpec`.
-    pub net_stack_spec: Vec<HostNetworkConfigNetStackSpec>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkConfig {
-    const TYPE_NAME: &'static str = "HostNetworkConfig";
-}
-impl x::Structure for HostNetworkConfig {}
-impl x::Fields for HostNetworkConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "netStackSpec" => r.read_push(&mut self.net_stack_spec),
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableConfig", &self.route_table_config);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_vec("netStackSpec", &self.net_stack_spec);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkConfigNetStackSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfigNetStackSpec {
-    /// `netStackInstance`.
-    pub net_stack_instance: HostNetStackInstance,
-    /// `operation`.
-    pub operation: Option<String>,
-}
-impl x::SchemaType for HostNetworkConfigNetStackSpec {
-    const TYPE_NAME: &'static str = "HostNetworkConfigNetStackSpec";
-}
-impl x::Structure for HostNetworkConfigNetStackSpec {}
-impl x::Fields for HostNetworkConfigNetStackSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstance" => r.read(&mut self.net_stack_instance),
-            "operation" => r.read_opt(&mut self.operation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstance", &self.net_stack_instance);
-        w.write_opt("operation", &self.operation);
-    }
-}
-impl x::ArrayItem for HostNetworkConfigNetStackSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNetworkConfigNetStackSpec";
-    const ITEM_TAG: &'static str = "HostNetworkConfigNetStackSpec";
-}
-/// `HostNetworkConfigResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkConfigResult {
-    /// `vnicDevice`.
-    pub vnic_device: Vec<String>,
-    /// `consoleVnicDevice`.
-    pub console_vnic_device: Vec<String>,
-}
-impl x::SchemaType for HostNetworkConfigResult {
-    const TYPE_NAME: &'static str = "HostNetworkConfigResult";
-}
-impl x::Structure for HostNetworkConfigResult {}
-impl x::Fields for HostNetworkConfigResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vnicDevice" => r.read_push(&mut self.vnic_device),
-            "consoleVnicDevice" => r.read_push(&mut self.console_vnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vnicDevice", &self.vnic_device);
-        w.write_vec("consoleVnicDevice", &self.console_vnic_device);
-    }
-}
-/// `HostNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkInfo {
-    /// `vswitch`.
-    pub vswitch: Vec<HostVirtualSwitch>,
-    /// `proxySwitch`.
-    pub proxy_switch: Vec<HostProxySwitch>,
-    /// `portgroup`.
-    pub portgroup: Vec<HostPortGroup>,
-    /// `pnic`.
-    pub pnic: Vec<PhysicalNic>,
-    /// `rdmaDevice`.
-    pub rdma_device: Vec<HostRdmaDevice>,
-    /// `vnic`.
-    pub vnic: Vec<HostVirtualNic>,
-    /// `consoleVnic`.
-    pub console_vnic: Vec<HostVirtualNic>,
-    /// `dnsConfig`.
-    pub dns_config: Option<AnyHostDnsConfig>,
-    /// `ipRouteConfig`.
-    pub ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `consoleIpRouteConfig`.
-    pub console_ip_route_config: Option<AnyHostIpRouteConfig>,
-    /// `routeTableInfo`.
-    pub route_table_info: Option<HostIpRouteTableInfo>,
-    /// `dhcp`.
-    pub dhcp: Vec<HostDhcpService>,
-    /// `nat`.
-    pub nat: Vec<HostNatService>,
-    /// `ipV6Enabled`.
-    pub ip_v6_enabled: Option<bool>,
-    /// `atBootIpV6Enabled`.
-    pub at_boot_ip_v6_enabled: Option<bool>,
-    /// `netStackInstance`.
-    pub net_stack_instance: Vec<HostNetStackInstance>,
-    /// `opaqueSwitch`.
-    pub opaque_switch: Vec<HostOpaqueSwitch>,
-    /// `opaqueNetwork`.
-    pub opaque_network: Vec<HostOpaqueNetworkInfo>,
-    /// `nsxTransportNodeId`.
-    pub nsx_transport_node_id: Option<String>,
-    /// `nvdsToVdsMigrationRequired`.
-    pub nvds_to_vds_migration_required: Option<bool>,
-    /// `migrationStatus`.
-    pub migration_status: Option<String>,
-}
-impl x::SchemaType for HostNetworkInfo {
-    const TYPE_NAME: &'static str = "HostNetworkInfo";
-}
-impl x::Structure for HostNetworkInfo {}
-impl x::Fields for HostNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vswitch" => r.read_push(&mut self.vswitch),
-            "proxySwitch" => r.read_push(&mut self.proxy_switch),
-            "portgroup" => r.read_push(&mut self.portgroup),
-            "pnic" => r.read_push(&mut self.pnic),
-            "rdmaDevice" => r.read_push(&mut self.rdma_device),
-            "vnic" => r.read_push(&mut self.vnic),
-            "consoleVnic" => r.read_push(&mut self.console_vnic),
-            "dnsConfig" => r.read_opt(&mut self.dns_config),
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
-            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
-            "dhcp" => r.read_push(&mut self.dhcp),
-            "nat" => r.read_push(&mut self.nat),
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
-            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
-            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
-            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
-            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
-            "nvdsToVdsMigrationRequired" => {
-                r.read_opt(&mut self.nvds_to_vds_migration_required)
-            }
-            "migrationStatus" => r.read_opt(&mut self.migration_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vswitch", &self.vswitch);
-        w.write_vec("proxySwitch", &self.proxy_switch);
-        w.write_vec("portgroup", &self.portgroup);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("rdmaDevice", &self.rdma_device);
-        w.write_vec("vnic", &self.vnic);
-        w.write_vec("consoleVnic", &self.console_vnic);
-        w.write_opt("dnsConfig", &self.dns_config);
-        w.write_opt("ipRouteConfig", &self.ip_route_config);
-        w.write_opt("consoleIpRouteConfig", &self.console_ip_route_config);
-        w.write_opt("routeTableInfo", &self.route_table_info);
-        w.write_vec("dhcp", &self.dhcp);
-        w.write_vec("nat", &self.nat);
-        w.write_opt("ipV6Enabled", &self.ip_v6_enabled);
-        w.write_opt("atBootIpV6Enabled", &self.at_boot_ip_v6_enabled);
-        w.write_vec("netStackInstance", &self.net_stack_instance);
-        w.write_vec("opaqueSwitch", &self.opaque_switch);
-        w.write_vec("opaqueNetwork", &self.opaque_network);
-        w.write_opt("nsxTransportNodeId", &self.nsx_transport_node_id);
-        w.write_opt("nvdsToVdsMigrationRequired", &self.nvds_to_vds_migration_required);
-        w.write_opt("migrationStatus", &self.migration_status);
-    }
-}
-/// `HostNetworkPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkPolicy {
-    /// `security`.
-    pub security: Option<HostNetworkSecurityPolicy>,
-    /// `nicTeaming`.
-    pub nic_teaming: Option<HostNicTeamingPolicy>,
-    /// `offloadPolicy`.
-    pub offload_policy: Option<HostNetOffloadCapabilities>,
-    /// `shapingPolicy`.
-    pub shaping_policy: Option<HostNetworkTrafficShapingPolicy>,
-}
-impl x::SchemaType for HostNetworkPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkPolicy";
-}
-impl x::Structure for HostNetworkPolicy {}
-impl x::Fields for HostNetworkPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "security" => r.read_opt(&mut self.security),
-            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
-            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
-            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("security", &self.security);
-        w.write_opt("nicTeaming", &self.nic_teaming);
-        w.write_opt("offloadPolicy", &self.offload_policy);
-        w.write_opt("shapingPolicy", &self.shaping_policy);
-    }
-}
-/// `HostNetworkResourceRuntime` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkResourceRuntime {
-    /// `pnicResourceInfo`.
-    pub pnic_resource_info: Vec<HostPnicNetworkResourceInfo>,
-}
-impl x::SchemaType for HostNetworkResourceRuntime {
-    const TYPE_NAME: &'static str = "HostNetworkResourceRuntime";
-}
-impl x::Structure for HostNetworkResourceRuntime {}
-impl x::Fields for HostNetworkResourceRuntime {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
-    }
-}
-/// `HostNetworkSecurityPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkSecurityPolicy {
-    /// `allowPromiscuous`.
-    pub allow_promiscuous: Option<bool>,
-    /// `macChanges`.
-    pub mac_changes: Option<bool>,
-    /// `forgedTransmits`.
-    pub forged_transmits: Option<bool>,
-}
-impl x::SchemaType for HostNetworkSecurityPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkSecurityPolicy";
-}
-impl x::Structure for HostNetworkSecurityPolicy {}
-impl x::Fields for HostNetworkSecurityPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
-            "macChanges" => r.read_opt(&mut self.mac_changes),
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("allowPromiscuous", &self.allow_promiscuous);
-        w.write_opt("macChanges", &self.mac_changes);
-        w.write_opt("forgedTransmits", &self.forged_transmits);
-    }
-}
-/// `HostNetworkTrafficShapingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNetworkTrafficShapingPolicy {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `averageBandwidth`.
-    pub average_bandwidth: Option<i64>,
-    /// `peakBandwidth`.
-    pub peak_bandwidth: Option<i64>,
-    /// `burstSize`.
-    pub burst_size: Option<i64>,
-}
-impl x::SchemaType for HostNetworkTrafficShapingPolicy {
-    const TYPE_NAME: &'static str = "HostNetworkTrafficShapingPolicy";
-}
-impl x::Structure for HostNetworkTrafficShapingPolicy {}
-impl x::Fields for HostNetworkTrafficShapingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
-            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
-            "burstSize" => r.read_opt(&mut self.burst_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("averageBandwidth", &self.average_bandwidth);
-        w.write_opt("peakBandwidth", &self.peak_bandwidth);
-        w.write_opt("burstSize", &self.burst_size);
-    }
-}
-/// `HostNewNetworkConnectInfo` (extends `HostConnectInfoNetworkInfo`).
-///
-/// The fields of `HostConnectInfoNetworkInfo` are in `host_connect_info_network_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNewNetworkConnectInfo {
-    /// The fields `HostNewNetworkConnectInfo` inherits from `HostConnectInfoNetworkInfo`.
-    pub host_connect_info_network_info: HostConnectInfoNetworkInfo,
-}
-impl x::SchemaType for HostNewNetworkConnectInfo {
-    const TYPE_NAME: &'static str = "HostNewNetworkConnectInfo";
-}
-impl x::Structure for HostNewNetworkConnectInfo {}
-impl std::ops::Deref for HostNewNetworkConnectInfo {
-    type Target = HostConnectInfoNetworkInfo;
-    #[inline]
-    fn deref(&self) -> &HostConnectInfoNetworkInfo {
-        &self.host_connect_info_network_info
-    }
-}
-impl std::ops::DerefMut for HostNewNetworkConnectInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostConnectInfoNetworkInfo {
-        &mut self.host_connect_info_network_info
-    }
-}
-impl x::Fields for HostNewNetworkConnectInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_connect_info_network_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_connect_info_network_info, w);
-    }
-}
-/// `HostNfcConnectionInfo` (extends `HostDataTransportConnectionInfo`).
-///
-/// The fields of `HostDataTransportConnectionInfo` are in `host_data_transport_connection_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNfcConnectionInfo {
-    /// The fields `HostNfcConnectionInfo` inherits from `HostDataTransportConnectionInfo`.
-    pub host_data_transport_connection_info: HostDataTransportConnectionInfo,
-    /// `streamingMemoryConsumed`.
-    pub streaming_memory_consumed: Option<i64>,
-}
-impl x::SchemaType for HostNfcConnectionInfo {
-    const TYPE_NAME: &'static str = "HostNfcConnectionInfo";
-}
-impl x::Structure for HostNfcConnectionInfo {}
-impl std::ops::Deref for HostNfcConnectionInfo {
-    type Target = HostDataTransportConnectionInfo;
-    #[inline]
-    fn deref(&self) -> &HostDataTransportConnectionInfo {
-        &self.host_data_transport_connection_info
-    }
-}
-impl std::ops::DerefMut for HostNfcConnectionInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDataTransportConnectionInfo {
-        &mut self.host_data_transport_connection_info
-    }
-}
-impl x::Fields for HostNfcConnectionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_data_transport_connection_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_data_transport_connection_info, w);
-        w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
-    }
-}
-/// `HostNicFailureCriteria` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicFailureCriteria {
-    /// `checkSpeed`.
-    pub check_speed: Option<String>,
-    /// `speed`.
-    pub speed: Option<i32>,
-    /// `checkDuplex`.
-    pub check_duplex: Option<bool>,
-    /// `fullDuplex`.
-    pub full_duplex: Option<bool>,
-    /// `checkErrorPercent`.
-    pub check_error_percent: Option<bool>,
-    /// `percentage`.
-    pub percentage: Option<i32>,
-    /// `checkBeacon`.
-    pub check_beacon: Option<bool>,
-}
-impl x::SchemaType for HostNicFailureCriteria {
-    const TYPE_NAME: &'static str = "HostNicFailureCriteria";
-}
-impl x::Structure for HostNicFailureCriteria {}
-impl x::Fields for HostNicFailureCriteria {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "checkSpeed" => r.read_opt(&mut self.check_speed),
-            "speed" => r.read_opt(&mut self.speed),
-            "checkDuplex" => r.read_opt(&mut self.check_duplex),
-            "fullDuplex" => r.read_opt(&mut self.full_duplex),
-            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
-            "percentage" => r.read_opt(&mut self.percentage),
-            "checkBeacon" => r.read_opt(&mut self.check_beacon),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("checkSpeed", &self.check_speed);
-        w.write_opt("speed", &self.speed);
-        w.write_opt("checkDuplex", &self.check_duplex);
-        w.write_opt("fullDuplex", &self.full_duplex);
-        w.write_opt("checkErrorPercent", &self.check_error_percent);
-        w.write_opt("percentage", &self.percentage);
-        w.write_opt("checkBeacon", &self.check_beacon);
-    }
-}
-/// `HostNicOrderPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicOrderPolicy {
-    /// `activeNic`.
-    pub active_nic: Vec<String>,
-    /// `standbyNic`.
-    pub standby_nic: Vec<String>,
-}
-impl x::SchemaType for HostNicOrderPolicy {
-    const TYPE_NAME: &'static str = "HostNicOrderPolicy";
-}
-impl x::Structure for HostNicOrderPolicy {}
-impl x::Fields for HostNicOrderPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "activeNic" => r.read_push(&mut self.active_nic),
-            "standbyNic" => r.read_push(&mut self.standby_nic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("activeNic", &self.active_nic);
-        w.write_vec("standbyNic", &self.standby_nic);
-    }
-}
-/// `HostNicTeamingPolicy` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNicTeamingPolicy {
-    /// `policy`.
-    pub policy: Option<String>,
-    /// `reversePolicy`.
-    pub reverse_policy: Option<bool>,
-    /// `notifySwitches`.
-    pub notify_switches: Option<bool>,
-    /// `rollingOrder`.
-    pub rolling_order: Option<bool>,
-    /// `failureCriteria`.
-    pub failure_criteria: Option<HostNicFailureCriteria>,
-    /// `nicOrder`.
-    pub nic_order: Option<HostNicOrderPolicy>,
-}
-impl x::SchemaType for HostNicTeamingPolicy {
-    const TYPE_NAME: &'static str = "HostNicTeamingPolicy";
-}
-impl x::Structure for HostNicTeamingPolicy {}
-impl x::Fields for HostNicTeamingPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read_opt(&mut self.policy),
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
-            "notifySwitches" => r.read_opt(&mut self.notify_switches),
-            "rollingOrder" => r.read_opt(&mut self.rolling_order),
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
-            "nicOrder" => r.read_opt(&mut self.nic_order),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("policy", &self.policy);
-        w.write_opt("reversePolicy", &self.reverse_policy);
-        w.write_opt("notifySwitches", &self.notify_switches);
-        w.write_opt("rollingOrder", &self.rolling_order);
-        w.write_opt("failureCriteria", &self.failure_criteria);
-        w.write_opt("nicOrder", &self.nic_order);
-    }
-}
-/// `HostNoAvailableNetworksEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoAvailableNetworksEvent {
-    /// The fields `HostNoAvailableNetworksEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostNoAvailableNetworksEvent {
-    const TYPE_NAME: &'static str = "HostNoAvailableNetworksEvent";
-}
-impl x::Structure for HostNoAvailableNetworksEvent {}
-impl std::ops::Deref for HostNoAvailableNetworksEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostNoAvailableNetworksEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostNoAvailableNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return x::Fields::decode_field(&mut self.host_das_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostNoHAEnabledPortGroupsEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoHAEnabledPortGroupsEvent {
-    /// The fields `HostNoHAEnabledPortGroupsEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-}
-impl x::SchemaType for HostNoHAEnabledPortGroupsEvent {
-    const TYPE_NAME: &'static str = "HostNoHAEnabledPortGroupsEvent";
-}
-impl x::Structure for HostNoHAEnabledPortGroupsEvent {}
-impl std::ops::Deref for HostNoHAEnabledPortGroupsEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostNoHAEnabledPortGroupsEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostNoHAEnabledPortGroupsEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_das_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-    }
-}
-/// `HostNoRedundantManagementNetworkEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNoRedundantManagementNetworkEvent {
-    /// The fields `HostNoRedundantManagementNetworkEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-}
-impl x::SchemaType for HostNoRedundantManagementNetworkEvent {
-    const TYPE_NAME: &'static str = "HostNoRedundantManagementNetworkEvent";
-}
-impl x::Structure for HostNoRedundantManagementNetworkEvent {}
-impl std::ops::Deref for HostNoRedundantManagementNetworkEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostNoRedundantManagementNetworkEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostNoRedundantManagementNetworkEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_das_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-    }
-}
-/// `HostNonCompliantEvent` (extends `HostEvent`).
-///
-/// The fields of `HostEvent` are in `host_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNonCompliantEvent {
-    /// The fields `HostNonCompliantEvent` inherits from `HostEvent`.
-    pub host_event: HostEvent,
-}
-impl x::SchemaType for HostNonCompliantEvent {
-    const TYPE_NAME: &'static str = "HostNonCompliantEvent";
-}
-impl x::Structure for HostNonCompliantEvent {}
-impl std::ops::Deref for HostNonCompliantEvent {
-    type Target = HostEvent;
-    #[inline]
-    fn deref(&self) -> &HostEvent {
-        &self.host_event
-    }
-}
-impl std::ops::DerefMut for HostNonCompliantEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostEvent {
-        &mut self.host_event
-    }
-}
-impl x::Fields for HostNonCompliantEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_event, w);
-    }
-}
-/// `HostNotConnected` (extends `HostCommunication`).
-///
-/// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotConnected {
-    /// The fields `HostNotConnected` inherits from `HostCommunication`.
-    pub host_communication: HostCommunication,
-}
-impl x::SchemaType for HostNotConnected {
-    const TYPE_NAME: &'static str = "HostNotConnected";
-}
-impl x::Structure for HostNotConnected {}
-impl std::ops::Deref for HostNotConnected {
-    type Target = HostCommunication;
-    #[inline]
-    fn deref(&self) -> &HostCommunication {
-        &self.host_communication
-    }
-}
-impl std::ops::DerefMut for HostNotConnected {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostCommunication {
-        &mut self.host_communication
-    }
-}
-impl x::Fields for HostNotConnected {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_communication, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_communication, w);
-    }
-}
-/// `HostNotInClusterEvent` (extends `HostDasEvent`).
-///
-/// The fields of `HostDasEvent` are in `host_das_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotInClusterEvent {
-    /// The fields `HostNotInClusterEvent` inherits from `HostDasEvent`.
-    pub host_das_event: HostDasEvent,
-}
-impl x::SchemaType for HostNotInClusterEvent {
-    const TYPE_NAME: &'static str = "HostNotInClusterEvent";
-}
-impl x::Structure for HostNotInClusterEvent {}
-impl std::ops::Deref for HostNotInClusterEvent {
-    type Target = HostDasEvent;
-    #[inline]
-    fn deref(&self) -> &HostDasEvent {
-        &self.host_das_event
-    }
-}
-impl std::ops::DerefMut for HostNotInClusterEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostDasEvent {
-        &mut self.host_das_event
-    }
-}
-impl x::Fields for HostNotInClusterEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_das_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_das_event, w);
-    }
-}
-/// `HostNotReachable` (extends `HostCommunication`).
-///
-/// The fields of `HostCommunication` are in `host_communication`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNotReachable {
-    /// The fields `HostNotReachable` inherits from `HostCommunication`.
-    pub host_communication: HostCommunication,
-}
-impl x::SchemaType for HostNotReachable {
-    const TYPE_NAME: &'static str = "HostNotReachable";
-}
-impl x::Structure for HostNotReachable {}
-impl std::ops::Deref for HostNotReachable {
-    type Target = HostCommunication;
-    #[inline]
-    fn deref(&self) -> &HostCommunication {
-        &self.host_communication
-    }
-}
-impl std::ops::DerefMut for HostNotReachable {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostCommunication {
-        &mut self.host_communication
-    }
-}
-impl x::Fields for HostNotReachable {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_communication, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_communication, w);
-    }
-}
-/// `HostNtpConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNtpConfig {
-    /// `server`.
-    pub server: Vec<String>,
-    /// `configFile`.
-    pub config_file: Vec<String>,
-}
-impl x::SchemaType for HostNtpConfig {
-    const TYPE_NAME: &'static str = "HostNtpConfig";
-}
-impl x::Structure for HostNtpConfig {}
-impl x::Fields for HostNtpConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "server" => r.read_push(&mut self.server),
-            "configFile" => r.read_push(&mut self.config_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("server", &self.server);
-        w.write_vec("configFile", &self.config_file);
-    }
-}
-/// `HostNumaInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumaInfo {
-    /// `type`.
-    pub type_: String,
-    /// `numNodes`.
-    pub num_nodes: i32,
-    /// `numaNode`.
-    pub numa_node: Vec<HostNumaNode>,
-}
-impl x::SchemaType for HostNumaInfo {
-    const TYPE_NAME: &'static str = "HostNumaInfo";
-}
-impl x::Structure for HostNumaInfo {}
-impl x::Fields for HostNumaInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "numNodes" => r.read(&mut self.num_nodes),
-            "numaNode" => r.read_push(&mut self.numa_node),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("numNodes", &self.num_nodes);
-        w.write_vec("numaNode", &self.numa_node);
-    }
-}
-/// `HostNumaNode` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumaNode {
-    /// `typeId`.
-    pub type_id: i8,
-    /// `cpuID`.
-    pub cpu_id: Vec<i16>,
-    /// `memorySize`.
-    ///
-    /// Since vSphere API 8.0.0.0.
-    pub memory_size: Option<i64>,
-    /// `memoryRangeBegin`.
-    pub memory_range_begin: i64,
-    /// `memoryRangeLength`.
-    pub memory_range_length: i64,
-    /// `pciId`.
-    pub pci_id: Vec<String>,
-}
-impl x::SchemaType for HostNumaNode {
-    const TYPE_NAME: &'static str = "HostNumaNode";
-}
-impl x::Structure for HostNumaNode {}
-impl x::Fields for HostNumaNode {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "typeId" => r.read(&mut self.type_id),
-            "cpuID" => r.read_push(&mut self.cpu_id),
-            "memorySize" => r.read_opt(&mut self.memory_size),
-            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
-            "memoryRangeLength" => r.read(&mut self.memory_range_length),
-            "pciId" => r.read_push(&mut self.pci_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("typeId", &self.type_id);
-        w.write_vec("cpuID", &self.cpu_id);
-        if w.since(0x0800_0000, "HostNumaNode.memorySize", self.memory_size.is_some()) {
-            w.write_opt("memorySize", &self.memory_size);
-        }
-        w.write("memoryRangeBegin", &self.memory_range_begin);
-        w.write("memoryRangeLength", &self.memory_range_length);
-        w.write_vec("pciId", &self.pci_id);
-    }
-}
-impl x::ArrayItem for HostNumaNode {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumaNode";
-    const ITEM_TAG: &'static str = "HostNumaNode";
-}
-/// `HostNumericSensorInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNumericSensorInfo {
-    /// `name`.
-    pub name: String,
-    /// `healthState`.
-    pub health_state: Option<AnyElementDescription>,
-    /// `currentReading`.
-    pub current_reading: i64,
-    /// `unitModifier`.
-    pub unit_modifier: i32,
-    /// `baseUnits`.
-    pub base_units: String,
-    /// `rateUnits`.
-    pub rate_units: Option<String>,
-    /// `sensorType`.
-    pub sensor_type: String,
-    /// `id`.
-    pub id: Option<String>,
-    /// `sensorNumber`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sensor_number: Option<i64>,
-    /// `timeStamp`.
-    pub time_stamp: Option<String>,
-    /// `fru`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub fru: Option<HostFru>,
-}
-impl x::SchemaType for HostNumericSensorInfo {
-    const TYPE_NAME: &'static str = "HostNumericSensorInfo";
-}
-impl x::Structure for HostNumericSensorInfo {}
-impl x::Fields for HostNumericSensorInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "healthState" => r.read_opt(&mut self.health_state),
-            "currentReading" => r.read(&mut self.current_reading),
-            "unitModifier" => r.read(&mut self.unit_modifier),
-            "baseUnits" => r.read(&mut self.base_units),
-            "rateUnits" => r.read_opt(&mut self.rate_units),
-            "sensorType" => r.read(&mut self.sensor_type),
-            "id" => r.read_opt(&mut self.id),
-            "sensorNumber" => r.read_opt(&mut self.sensor_number),
-            "timeStamp" => r.read_opt(&mut self.time_stamp),
-            "fru" => r.read_opt(&mut self.fru),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_opt("healthState", &self.health_state);
-        w.write("currentReading", &self.current_reading);
-        w.write("unitModifier", &self.unit_modifier);
-        w.write("baseUnits", &self.base_units);
-        w.write_opt("rateUnits", &self.rate_units);
-        w.write("sensorType", &self.sensor_type);
-        w.write_opt("id", &self.id);
-        if w
-            .since(
-                0x0800_0001,
-                "HostNumericSensorInfo.sensorNumber",
-                self.sensor_number.is_some(),
-            )
-        {
-            w.write_opt("sensorNumber", &self.sensor_number);
-        }
-        w.write_opt("timeStamp", &self.time_stamp);
-        if w.since(0x0800_0001, "HostNumericSensorInfo.fru", self.fru.is_some()) {
-            w.write_opt("fru", &self.fru);
-        }
-    }
-}
-impl x::ArrayItem for HostNumericSensorInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNumericSensorInfo";
-    const ITEM_TAG: &'static str = "HostNumericSensorInfo";
-}
-/// `HostNvmeConnectSpec` (extends `HostNvmeSpec`).
-///
-/// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeConnectSpec {
-    /// The fields `HostNvmeConnectSpec` inherits from `HostNvmeSpec`.
-    pub host_nvme_spec: HostNvmeSpec,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `controllerId`.
-    pub controller_id: Option<i32>,
-    /// `adminQueueSize`.
-    pub admin_queue_size: Option<i32>,
-    /// `keepAliveTimeout`.
-    pub keep_alive_timeout: Option<i32>,
-}
-impl x::SchemaType for HostNvmeConnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeConnectSpec";
-}
-impl x::Structure for HostNvmeConnectSpec {}
-impl std::ops::Deref for HostNvmeConnectSpec {
-    type Target = HostNvmeSpec;
-    #[inline]
-    fn deref(&self) -> &HostNvmeSpec {
-        &self.host_nvme_spec
-    }
-}
-impl std::ops::DerefMut for HostNvmeConnectSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostNvmeSpec {
-        &mut self.host_nvme_spec
-    }
-}
-impl x::Fields for HostNvmeConnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "controllerId" => r.read_opt(&mut self.controller_id),
-            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
-            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
-            _ => return x::Fields::decode_field(&mut self.host_nvme_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_nvme_spec, w);
-        w.write("subnqn", &self.subnqn);
-        w.write_opt("controllerId", &self.controller_id);
-        w.write_opt("adminQueueSize", &self.admin_queue_size);
-        w.write_opt("keepAliveTimeout", &self.keep_alive_timeout);
-    }
-}
-impl x::ArrayItem for HostNvmeConnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeConnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeConnectSpec";
-}
-/// `HostNvmeController` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeController {
-    /// `key`.
-    pub key: String,
-    /// `controllerNumber`.
-    pub controller_number: i32,
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `name`.
-    pub name: String,
-    /// `associatedAdapter`.
-    pub associated_adapter: String,
-    /// `transportType`.
-    pub transport_type: String,
-    /// `fusedOperationSupported`.
-    pub fused_operation_supported: bool,
-    /// `numberOfQueues`.
-    pub number_of_queues: i32,
-    /// `queueSize`.
-    pub queue_size: i32,
-    /// `attachedNamespace`.
-    pub attached_namespace: Vec<HostNvmeNamespace>,
-    /// `vendorId`.
-    pub vendor_id: Option<String>,
-    /// `model`.
-    pub model: Option<String>,
-    /// `serialNumber`.
-    pub serial_number: Option<String>,
-    /// `firmwareVersion`.
-    pub firmware_version: Option<String>,
-}
-impl x::SchemaType for HostNvmeController {
-    const TYPE_NAME: &'static str = "HostNvmeController";
-}
-impl x::Structure for HostNvmeController {}
-impl x::Fields for HostNvmeController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "controllerNumber" => r.read(&mut self.controller_number),
-            "subnqn" => r.read(&mut self.subnqn),
-            "name" => r.read(&mut self.name),
-            "associatedAdapter" => r.read(&mut self.associated_adapter),
-            "transportType" => r.read(&mut self.transport_type),
-            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
-            "numberOfQueues" => r.read(&mut self.number_of_queues),
-            "queueSize" => r.read(&mut self.queue_size),
-            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
-            "vendorId" => r.read_opt(&mut self.vendor_id),
-            "model" => r.read_opt(&mut self.model),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("controllerNumber", &self.controller_number);
-        w.write("subnqn", &self.subnqn);
-        w.write("name", &self.name);
-        w.write("associatedAdapter", &self.associated_adapter);
-        w.write("transportType", &self.transport_type);
-        w.write("fusedOperationSupported", &self.fused_operation_supported);
-        w.write("numberOfQueues", &self.number_of_queues);
-        w.write("queueSize", &self.queue_size);
-        w.write_vec("attachedNamespace", &self.attached_namespace);
-        w.write_opt("vendorId", &self.vendor_id);
-        w.write_opt("model", &self.model);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("firmwareVersion", &self.firmware_version);
-    }
-}
-impl x::ArrayItem for HostNvmeController {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeController";
-    const ITEM_TAG: &'static str = "HostNvmeController";
-}
-/// `HostNvmeDisconnectSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDisconnectSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `subnqn`.
-    pub subnqn: Option<String>,
-    /// `controllerNumber`.
-    pub controller_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeDisconnectSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDisconnectSpec";
-}
-impl x::Structure for HostNvmeDisconnectSpec {}
-impl x::Fields for HostNvmeDisconnectSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "subnqn" => r.read_opt(&mut self.subnqn),
-            "controllerNumber" => r.read_opt(&mut self.controller_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write_opt("subnqn", &self.subnqn);
-        w.write_opt("controllerNumber", &self.controller_number);
-    }
-}
-impl x::ArrayItem for HostNvmeDisconnectSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDisconnectSpec";
-    const ITEM_TAG: &'static str = "HostNvmeDisconnectSpec";
-}
-/// `HostNvmeDiscoverSpec` (extends `HostNvmeSpec`).
-///
-/// The fields of `HostNvmeSpec` are in `host_nvme_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoverSpec {
-    /// The fields `HostNvmeDiscoverSpec` inherits from `HostNvmeSpec`.
-    pub host_nvme_spec: HostNvmeSpec,
-    /// `autoConnect`.
-    pub auto_connect: Option<bool>,
-    /// `rootDiscoveryController`.
-    pub root_discovery_controller: Option<bool>,
-}
-impl x::SchemaType for HostNvmeDiscoverSpec {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoverSpec";
-}
-impl x::Structure for HostNvmeDiscoverSpec {}
-impl std::ops::Deref for HostNvmeDiscoverSpec {
-    type Target = HostNvmeSpec;
-    #[inline]
-    fn deref(&self) -> &HostNvmeSpec {
-        &self.host_nvme_spec
-    }
-}
-impl std::ops::DerefMut for HostNvmeDiscoverSpec {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostNvmeSpec {
-        &mut self.host_nvme_spec
-    }
-}
-impl x::Fields for HostNvmeDiscoverSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnect" => r.read_opt(&mut self.auto_connect),
-            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
-            _ => return x::Fields::decode_field(&mut self.host_nvme_spec, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_nvme_spec, w);
-        w.write_opt("autoConnect", &self.auto_connect);
-        w.write_opt("rootDiscoveryController", &self.root_discovery_controller);
-    }
-}
-/// `HostNvmeDiscoveryLog` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLog {
-    /// `entry`.
-    pub entry: Vec<HostNvmeDiscoveryLogEntry>,
-    /// `complete`.
-    pub complete: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLog {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLog";
-}
-impl x::Structure for HostNvmeDiscoveryLog {}
-impl x::Fields for HostNvmeDiscoveryLog {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entry" => r.read_push(&mut self.entry),
-            "complete" => r.read(&mut self.complete),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("entry", &self.entry);
-        w.write("complete", &self.complete);
-    }
-}
-/// `HostNvmeDiscoveryLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeDiscoveryLogEntry {
-    /// `subnqn`.
-    pub subnqn: String,
-    /// `subsystemType`.
-    pub subsystem_type: String,
-    /// `subsystemPortId`.
-    pub subsystem_port_id: i32,
-    /// `controllerId`.
-    pub controller_id: i32,
-    /// `adminQueueMaxSize`.
-    pub admin_queue_max_size: i32,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-    /// `transportRequirements`.
-    pub transport_requirements: String,
-    /// `connected`.
-    pub connected: bool,
-}
-impl x::SchemaType for HostNvmeDiscoveryLogEntry {
-    const TYPE_NAME: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-impl x::Structure for HostNvmeDiscoveryLogEntry {}
-impl x::Fields for HostNvmeDiscoveryLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "subnqn" => r.read(&mut self.subnqn),
-            "subsystemType" => r.read(&mut self.subsystem_type),
-            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
-            "controllerId" => r.read(&mut self.controller_id),
-            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            "transportRequirements" => r.read(&mut self.transport_requirements),
-            "connected" => r.read(&mut self.connected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("subnqn", &self.subnqn);
-        w.write("subsystemType", &self.subsystem_type);
-        w.write("subsystemPortId", &self.subsystem_port_id);
-        w.write("controllerId", &self.controller_id);
-        w.write("adminQueueMaxSize", &self.admin_queue_max_size);
-        w.write("transportParameters", &self.transport_parameters);
-        w.write("transportRequirements", &self.transport_requirements);
-        w.write("connected", &self.connected);
-    }
-}
-impl x::ArrayItem for HostNvmeDiscoveryLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeDiscoveryLogEntry";
-    const ITEM_TAG: &'static str = "HostNvmeDiscoveryLogEntry";
-}
-/// `HostNvmeNamespace` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeNamespace {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `id`.
-    pub id: i32,
-    /// `blockSize`.
-    pub block_size: i32,
-    /// `capacityInBlocks`.
-    pub capacity_in_blocks: i64,
-}
-impl x::SchemaType for HostNvmeNamespace {
-    const TYPE_NAME: &'static str = "HostNvmeNamespace";
-}
-impl x::Structure for HostNvmeNamespace {}
-impl x::Fields for HostNvmeNamespace {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "id" => r.read(&mut self.id),
-            "blockSize" => r.read(&mut self.block_size),
-            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("id", &self.id);
-        w.write("blockSize", &self.block_size);
-        w.write("capacityInBlocks", &self.capacity_in_blocks);
-    }
-}
-impl x::ArrayItem for HostNvmeNamespace {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeNamespace";
-    const ITEM_TAG: &'static str = "HostNvmeNamespace";
-}
-/// `HostNvmeOpaqueTransportParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOpaqueTransportParameters {
-    /// `trtype`.
-    pub trtype: String,
-    /// `traddr`.
-    pub traddr: String,
-    /// `adrfam`.
-    pub adrfam: String,
-    /// `trsvcid`.
-    pub trsvcid: String,
-    /// `tsas`.
-    pub tsas: Vec<u8>,
-}
-impl x::SchemaType for HostNvmeOpaqueTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOpaqueTransportParameters";
-}
-impl x::Structure for HostNvmeOpaqueTransportParameters {}
-impl x::Fields for HostNvmeOpaqueTransportParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "trtype" => r.read(&mut self.trtype),
-            "traddr" => r.read(&mut self.traddr),
-            "adrfam" => r.read(&mut self.adrfam),
-            "trsvcid" => r.read(&mut self.trsvcid),
-            "tsas" => r.read(&mut self.tsas),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("trtype", &self.trtype);
-        w.write("traddr", &self.traddr);
-        w.write("adrfam", &self.adrfam);
-        w.write("trsvcid", &self.trsvcid);
-        w.write("tsas", &self.tsas);
-    }
-}
-/// `HostNvmeOverFibreChannelParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverFibreChannelParameters {
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: i64,
-    /// `portWorldWideName`.
-    pub port_world_wide_name: i64,
-}
-impl x::SchemaType for HostNvmeOverFibreChannelParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverFibreChannelParameters";
-}
-impl x::Structure for HostNvmeOverFibreChannelParameters {}
-impl x::Fields for HostNvmeOverFibreChannelParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-        w.write("portWorldWideName", &self.port_world_wide_name);
-    }
-}
-/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverRdmaParameters {
-    /// `address`.
-    pub address: String,
-    /// `addressFamily`.
-    pub address_family: Option<String>,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeOverRdmaParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
-}
-impl x::Structure for HostNvmeOverRdmaParameters {}
-impl x::Fields for HostNvmeOverRdmaParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "addressFamily" => r.read_opt(&mut self.address_family),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("addressFamily", &self.address_family);
-        w.write_opt("portNumber", &self.port_number);
-    }
-}
-/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverTcpParameters {
-    /// `address`.
-    pub address: String,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-    /// `digestVerification`.
-    pub digest_verification: Option<String>,
-}
-impl x::SchemaType for HostNvmeOverTcpParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
-}
-impl x::Structure for HostNvmeOverTcpParameters {}
-impl x::Fields for HostNvmeOverTcpParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            "digestVerification" => r.read_opt(&mut self.digest_verification),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("portNumber", &self.port_number);
-        w.write_opt("digestVerification", &self.digest_verification);
-    }
-}
-/// `HostNvmeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-}
-impl x::SchemaType for HostNvmeSpec {
-    const TYPE_NAME: &'static str = "HostNvmeSpec";
-}
-impl x::Structure for HostNvmeSpec {}
-impl x::Fields for HostNvmeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-    }
-}
-/// `HostNvmeTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostNvmeTopologyInterface>,
-}
-impl x::SchemaType for HostNvmeTopology {
-    const TYPE_NAME: &'static str = "HostNvmeTopology";
-}
-impl x::Structure for HostNvmeTopology {}
-impl x::Fields for HostNvmeTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostNvmeTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `connectedController`.
-    pub connected_controller: Vec<HostNvmeController>,
-}
-impl x::SchemaType for HostNvmeTopologyInterface {
-    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
-}
-impl x::Structure for HostNvmeTopologyInterface {}
-impl x::Fields for HostNvmeTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "connectedController" => r.read_push(&mut self.connected_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("connectedController", &self.connected_controller);
-    }
-}
-impl x::ArrayItem for HostNvmeTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
-    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
-}
-/// `HostNvmeTransportParameters` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTransportParameters {}
-impl x::SchemaType for HostNvmeTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
-}
-impl x::Structure for HostNvmeTransportParameters {}
-impl x::Fields for HostNvmeTransportParameters {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueNetworkInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkName`.
-    pub opaque_network_name: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<String>,
-    /// `capability`.
-    pub capability: Option<OpaqueNetworkCapability>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for HostOpaqueNetworkInfo {
-    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
-}
-impl x::Structure for HostOpaqueNetworkInfo {}
-impl x::Fields for HostOpaqueNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "capability" => r.read_opt(&mut self.capability),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkName", &self.opaque_network_name);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("capability", &self.capability);
-        w.write_vec("extraConfig", &self.extra_config);
-    }
-}
-impl x::ArrayItem for HostOpaqueNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
-    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
-}
-/// `HostOpaqueSwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitch {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
-    /// `status`.
-    pub status: Option<String>,
-    /// `vtep`.
-    pub vtep: Vec<HostVirtualNic>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-}
-impl x::SchemaType for HostOpaqueSwitch {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
-}
-impl x::Structure for HostOpaqueSwitch {}
-impl x::Fields for HostOpaqueSwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "pnic" => r.read_push(&mut self.pnic),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "status" => r.read_opt(&mut self.status),
-            "vtep" => r.read_push(&mut self.vtep),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("status", &self.status);
-        w.write_vec("vtep", &self.vtep);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("featureCapability", &self.feature_capability);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
-}
-/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitchPhysicalNicZone {
-    /// `key`.
-    pub key: String,
-    /// `pnicDevice`.
-    pub pnic_device: Vec<String>,
-}
-impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
-impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "pnicDevice" => r.read_push(&mut self.pnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("pnicDevice", &self.pnic_device);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
-///
-/// The fields of `ClusterOvercommittedEvent` are in `cluster_overcommitted_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOvercommittedEvent {
-    /// The fields `HostOvercommittedEvent` inherits from `ClusterOvercommittedEvent`.
-    pub cluster_overcommitted_event: ClusterOvercommittedEvent,
-}
-impl x::SchemaType for HostOvercommittedEvent {
-    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
-}
-impl x::Structure for HostOvercommittedEvent {}
-impl std::ops::Deref for HostOvercommittedEvent {
-    type Target = ClusterOvercommittedEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterOvercommittedEvent {
-        &self.cluster_overcommitted_event
-    }
-}
-impl std::ops::DerefMut for HostOvercommittedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterOvercommittedEvent {
-        &mut self.cluster_overcommitted_event
-    }
-}
-impl x::Fields for HostOvercommittedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.cluster_overcommitted_event, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_overcommitted_event, w);
-    }
-}
-/// `HostPMemVolume` (extends `HostFileSystemVolume`).
-///
-/// The fields of `HostFileSystemVolume` are in `host_file_system_volume`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPMemVolume {
-    /// The fields `HostPMemVolume` inherits from `HostFileSystemVolume`.
-    pub host_file_system_volume: HostFileSystemVolume,
-    /// `uuid`.
-    pub uuid: String,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for HostPMemVolume {
-    const TYPE_NAME: &'static str = "HostPMemVolume";
-}
-impl x::Structure for HostPMemVolume {}
-impl std::ops::Deref for HostPMemVolume {
-    type Target = HostFileSystemVolume;
-    #[inline]
-    fn deref(&self) -> &HostFileSystemVolume {
-        &self.host_file_system_volume
-    }
-}
-impl std::ops::DerefMut for HostPMemVolume {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostFileSystemVolume {
-        &mut self.host_file_system_volume
-    }
-}
-impl x::Fields for HostPMemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uuid" => r.read(&mut self.uuid),
-            "version" => r.read(&mut self.version),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.host_file_system_volume,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_file_system_volume, w);
-        w.write("uuid", &self.uuid);
-        w.write("version", &self.version);
-    }
-}
-/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
-///
-/// The fields of `HostHostBusAdapter` are in `host_host_bus_adapter`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiHba {
-    /// The fields `HostParallelScsiHba` inherits from `HostHostBusAdapter`.
-    pub host_host_bus_adapter: HostHostBusAdapter,
-}
-impl x::SchemaType for HostParallelScsiHba {
-    const TYPE_NAME: &'static str = "HostParallelScsiHba";
-}
-impl x::Structure for HostParallelScsiHba {}
-impl std::ops::Deref for HostParallelScsiHba {
-    type Target = HostHostBusAdapter;
-    #[inline]
-    fn deref(&self) -> &HostHostBusAdapter {
-        &self.host_host_bus_adapter
-    }
-}
-impl std::ops::DerefMut for HostParallelScsiHba {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut HostHostBusAdapter {
-        &mut self.host_host_bus_adapter
-    }
-}
-impl x::Fields for HostParallelScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.host_host_bus_adapter, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.host_host_bus_adapter, w);
-    }
-}
-/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiTargetTransport {}
-impl x::SchemaType for HostParallelScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
-}
-impl x::Structure for HostParallelScsiTargetTransport {}
-impl x::Fields for HostParallelScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPartialMaintenanceModeRuntimeInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPartialMaintenanceModeRuntimeInfo {
-    /// `key`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub key: String,
-    /// `hostStatus`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub host_status: String,
-}
-impl x::SchemaType for HostPartialMaintenanceModeRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-impl x::Structure for HostPartialMaintenanceModeRuntimeInfo {}
-impl x::Fields for HostPartialMaintenanceModeRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "hostStatus" => r.read(&mut self.host_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0300, "type HostPartialMaintenanceModeRuntimeInfo", true);
-        w.write("key", &self.key);
-        w.write("hostStatus", &self.host_status);
-    }
-}
-impl x::ArrayItem for HostPartialMaintenanceModeRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPartialMaintenanceModeRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostPartialMaintenanceModeRuntimeInfo";
-}
-/// `HostPatchManagerLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerLocator {
-    /// `url`.
-    pub url: String,
-    /// `proxy`.
-    pub proxy: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerLocator {
-    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
-}
-impl x::Structure for HostPatchManagerLocator {}
-impl x::Fields for HostPatchManagerLocator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "url" => r.read(&mut self.url),
-            "proxy" => r.read_opt(&mut self.proxy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("url", &self.url);
-        w.write_opt("proxy", &self.proxy);
-    }
-}
-/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerPatchManagerOperationSpec {
-    /// `proxy`.
-    pub proxy: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `cmdOption`.
-    pub cmd_option: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
-    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
-}
-impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
-impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "proxy" => r.read_opt(&mut self.proxy),
-            "port" => r.read_opt(&mut self.port),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "cmdOption" => r.read_opt(&mut self.cmd_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("proxy", &self.proxy);
-        w.write_opt("port", &self.port);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_opt("cmdOption", &self.cmd_option);
-    }
-}
-/// `HostPatchManagerResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerResult {
-    /// `version`.
-    pub version: String,
-    /// `status`.
-    pub status: Vec<HostPatchManagerStatus>,
-    /// `xmlResult`.
-    pub xml_result: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerResult {
-    const TYPE_NAME: &'static str = "HostPatchManagerResult";
-}
-impl x::Structure for HostPatchManagerResult {}
-impl x::Fields for HostPatchManagerResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "status" => r.read_push(&mut self.status),
-            "xmlResult" => r.read_opt(&mut self.xml_result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write_vec("status", &self.status);
-        w.write_opt("xmlResult", &self.xml_result);
-    }
-}
-/// `HostPatchManagerStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatus {
-    /// `id`.
-    pub id: String,
-    /// `applicable`.
-    pub applicable: bool,
-    /// `reason`.
-    pub reason: Vec<String>,
-    /// `integrity`.
-    pub integrity: Option<String>,
-    /// `installed`.
-    pub installed: bool,
-    /// `installState`.
-    pub install_state: Vec<String>,
-    /// `prerequisitePatch`.
-    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
-    /// `restartRequired`.
-    pub restart_required: bool,
-    /// `reconnectRequired`.
-    pub reconnect_required: bool,
-    /// `vmOffRequired`.
-    pub vm_off_required: bool,
-    /// `supersededPatchIds`.
-    pub superseded_patch_ids: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatus {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
-}
-impl x::Structure for HostPatchManagerStatus {}
-impl x::Fields for HostPatchManagerStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "applicable" => r.read(&mut self.applicable),
-            "reason" => r.read_push(&mut self.reason),
-            "integrity" => r.read_opt(&mut self.integrity),
-            "installed" => r.read(&mut self.installed),
-            "installState" => r.read_push(&mut self.install_state),
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
-            "restartRequired" => r.read(&mut self.restart_required),
-            "reconnectRequired" => r.read(&mut self.reconnect_required),
-            "vmOffRequired" => r.read(&mut self.vm_off_required),
-            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("applicable", &self.applicable);
-        w.write_vec("reason", &self.reason);
-        w.write_opt("integrity", &self.integrity);
-        w.write("installed", &self.installed);
-        w.write_vec("installState", &self.install_state);
-        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
-        w.write("restartRequired", &self.restart_required);
-        w.write("reconnectRequired", &self.reconnect_required);
-        w.write("vmOffRequired", &self.vm_off_required);
-        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatus {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
-}
-/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatusPrerequisitePatch {
-    /// `id`.
-    pub id: String,
-    /// `installState`.
-    pub install_state: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
-impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "installState" => r.read_push(&mut self.install_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("installState", &self.install_state);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPathSelectionPolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostPathSelectionPolicyOption {
-    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
-}
-impl x::Structure for HostPathSelectionPolicyOption {}
-impl x::Fields for HostPathSelectionPolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostPathSelectionPolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
-    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
-}
-/// `HostPciDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDevice {
-    /// `id`.
-    pub id: String,
-    /// `classId`.
-    pub class_id: i16,
-    /// `bus`.
-    pub bus: i8,
-    /// `slot`.
-    pub slot: i8,
-    /// `physicalSlot`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub physical_slot: Option<i32>,
-    /// `slotDescription`.
-    ///
-    /// Since vSphere API 9.0.0.0.
-    pub slot_description: Option<String>,
-    /// `function`.
-    pub function: i8,
-    /// `vendorId`.
-    pub vendor_id: i16,
-    /// `subVendorId`.
-    pub sub_vendor_id: i16,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceId`.
-    pub device_id: i16,
-    /// `subDeviceId`.
-    pub sub_device_id: i16,
-    /// `parentBridge`.
-    pub parent_bridge: Option<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceClassName`.
-    ///
-    /// Since vSphere API 8.0.3.0.
-    pub device_class_name: Option<String>,
-    /// `directPathInfo`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_info: Option<HostPciDeviceDirectPathInfo>,
-}
-impl x::SchemaType for HostPciDevice {
-    const TYPE_NAME: &'static str = "HostPciDevice";
-}
-impl x::Structure for HostPciDevice {}
-impl x::Fields for HostPciDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "classId" => r.read(&mut self.class_id),
-            "bus" => r.read(&mut self.bus),
-            "slot" => r.read(&mut self.slot),
-            "physicalSlot" => r.read_opt(&mut self.physical_slot),
-            "slotDescription" => r.read_opt(&mut self.slot_description),
-            "function" => r.read(&mut self.function),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "subVendorId" => r.read(&mut self.sub_vendor_id),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceId" => r.read(&mut self.device_id),
-            "subDeviceId" => r.read(&mut self.sub_device_id),
-            "parentBridge" => r.read_opt(&mut self.parent_bridge),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceClassName" => r.read_opt(&mut self.device_class_name),
-            "directPathInfo" => r.read_opt(&mut self.direct_path_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("classId", &self.class_id);
-        w.write("bus", &self.bus);
-        w.write("slot", &self.slot);
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.physicalSlot",
-                self.physical_slot.is_some(),
-            )
-        {
-            w.write_opt("physicalSlot", &self.physical_slot);
-        }
-        if w
-            .since(
-                0x0900_0000,
-                "HostPciDevice.slotDescription",
-                self.slot_description.is_some(),
-            )
-        {
-            w.write_opt("slotDescription", &self.slot_description);
-        }
-        w.write("function", &self.function);
-        w.write("vendorId", &self.vendor_id);
-        w.write("subVendorId", &self.sub_vendor_id);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceId", &self.device_id);
-        w.write("subDeviceId", &self.sub_device_id);
-        w.write_opt("parentBridge", &self.parent_bridge);
-        w.write("deviceName", &self.device_name);
-        if w
-            .since(
-                0x0800_0300,
-                "HostPciDevice.deviceClassName",
-                self.device_class_name.is_some(),
-            )
-        {
-            w.write_opt("deviceClassName", &self.device_class_name);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciDevice.directPathInfo",
-                self.direct_path_info.is_some(),
-            )
-        {
-            w.write_opt("directPathInfo", &self.direct_path_info);
-        }
-    }
-}
-impl x::ArrayItem for HostPciDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
-    const ITEM_TAG: &'static str = "HostPciDevice";
-}
-/// `HostPciDeviceDirectPathInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDeviceDirectPathInfo {
-    /// `interconnectType`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub interconnect_type: Option<String>,
-    /// `driverName`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_name: Option<String>,
-    /// `driverVersion`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub driver_version: Option<String>,
-    /// `availableMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub available_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciDeviceDirectPathInfo {
-    const TYPE_NAME: &'static str = "HostPciDeviceDirectPathInfo";
-}
-impl x::Structure for HostPciDeviceDirectPathInfo {}
-impl x::Fields for HostPciDeviceDirectPathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "interconnectType" => r.read_opt(&mut self.interconnect_type),
-            "driverName" => r.read_opt(&mut self.driver_name),
-            "driverVersion" => r.read_opt(&mut self.driver_version),
-            "availableMemory" => r.read_opt(&mut self.available_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciDeviceDirectPathInfo", true);
-        w.write_opt("interconnectType", &self.interconnect_type);
-        w.write_opt("driverName", &self.driver_name);
-        w.write_opt("driverVersion", &self.driver_version);
-        w.write_opt("availableMemory", &self.available_memory);
-    }
-}
-/// `HostPciPassthruConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruConfig {
-    /// `id`.
-    pub id: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `applyNow`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-}
-impl x::SchemaType for HostPciPassthruConfig {
-    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
-}
-impl x::Structure for HostPciPassthruConfig {}
-impl x::Fields for HostPciPassthruConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "applyNow" => r.read_opt(&mut self.apply_now),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-    }
-}
-/// `HostPciPassthruInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfo {
-    /// `id`.
-    pub id: String,
-    /// `dependentDevice`.
-    pub dependent_device: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`.
-    pub passthru_capable: bool,
-    /// `passthruActive`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-    /// `directPathState`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub direct_path_state: Option<HostPciPassthruInfoDirectPathState>,
-}
-impl x::SchemaType for HostPciPassthruInfo {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
-}
-impl x::Structure for HostPciPassthruInfo {}
-impl x::Fields for HostPciPassthruInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "dependentDevice" => r.read(&mut self.dependent_device),
-            "passthruEnabled" => r.read(&mut self.passthru_enabled),
-            "passthruCapable" => r.read(&mut self.passthru_capable),
-            "passthruActive" => r.read(&mut self.passthru_active),
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
-            "directPathState" => r.read_opt(&mut self.direct_path_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-        if w
-            .since(
-                0x0901_0000,
-                "HostPciPassthruInfo.directPathState",
-                self.direct_path_state.is_some(),
-            )
-        {
-            w.write_opt("directPathState", &self.direct_path_state);
-        }
-    }
-}
-/// `HostPciPassthruInfoDirectPathState` (extends `DynamicData`).
-///
-/// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfoDirectPathState {
-    /// `mode`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub mode: String,
-    /// `configurableModes`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub configurable_modes: Vec<String>,
-    /// `usedMemory`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub used_memory: Option<i32>,
-}
-impl x::SchemaType for HostPciPassthruInfoDirectPathState {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfoDirectPathState";
-}
-impl x::Structure for HostPciPassthruInfoDirectPathState {}
-impl x::Fields for HostPciPassthruInfoDirectPathState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "mode" => r.read(&mut self.mode),
-            "configurableModes" => r.read_push(&mut self.configurable_modes),
-            "usedMemory" => r.read_opt(&mut self.used_memory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0901_0000, "type HostPciPassthruInfoDirectPathState", true);
-        w.write("mode", &self.mode);
-        w.write_vec("configurableModes", &self.configurable_modes);
-        w.write_opt("usedMemory", &self.used_memory);
     }
 }

@@ -175,7 +175,7 @@ impl x::Fields for HttpNfcLeaseCapabilities {
     }
 }
 /// `HttpNfcLeaseDatastoreLeaseInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HttpNfcLeaseDatastoreLeaseInfo {
     /// `datastoreKey`.
     pub datastore_key: String,
@@ -186,6 +186,14 @@ impl x::SchemaType for HttpNfcLeaseDatastoreLeaseInfo {
     const TYPE_NAME: &'static str = "HttpNfcLeaseDatastoreLeaseInfo";
 }
 impl x::Structure for HttpNfcLeaseDatastoreLeaseInfo {}
+impl Clone for HttpNfcLeaseDatastoreLeaseInfo {
+    fn clone(&self) -> Self {
+        Self {
+            datastore_key: self.datastore_key.clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl x::Fields for HttpNfcLeaseDatastoreLeaseInfo {
     fn decode_field(
         &mut self,
@@ -318,7 +326,7 @@ impl x::ArrayItem for HttpNfcLeaseHostInfo {
     const ITEM_TAG: &'static str = "HttpNfcLeaseHostInfo";
 }
 /// `HttpNfcLeaseInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HttpNfcLeaseInfo {
     /// `lease`.
     pub lease: x::ManagedObjectReference,
@@ -337,6 +345,18 @@ impl x::SchemaType for HttpNfcLeaseInfo {
     const TYPE_NAME: &'static str = "HttpNfcLeaseInfo";
 }
 impl x::Structure for HttpNfcLeaseInfo {}
+impl Clone for HttpNfcLeaseInfo {
+    fn clone(&self) -> Self {
+        Self {
+            lease: self.lease.clone(),
+            entity: self.entity.clone(),
+            device_url: x::clone_vec(&self.device_url),
+            total_disk_capacity_in_kb: self.total_disk_capacity_in_kb,
+            lease_timeout: self.lease_timeout,
+            host_map: x::clone_vec(&self.host_map),
+        }
+    }
+}
 impl x::Fields for HttpNfcLeaseInfo {
     fn decode_field(
         &mut self,
@@ -455,7 +475,7 @@ impl x::ArrayItem for HttpNfcLeaseProbeResult {
     const ITEM_TAG: &'static str = "HttpNfcLeaseProbeResult";
 }
 /// `HttpNfcLeaseSourceFile` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HttpNfcLeaseSourceFile {
     /// `targetDeviceId`.
     pub target_device_id: String,
@@ -480,6 +500,20 @@ impl x::SchemaType for HttpNfcLeaseSourceFile {
     const TYPE_NAME: &'static str = "HttpNfcLeaseSourceFile";
 }
 impl x::Structure for HttpNfcLeaseSourceFile {}
+impl Clone for HttpNfcLeaseSourceFile {
+    fn clone(&self) -> Self {
+        Self {
+            target_device_id: self.target_device_id.clone(),
+            url: self.url.clone(),
+            member_name: self.member_name.clone(),
+            create: self.create,
+            ssl_thumbprint: self.ssl_thumbprint.clone(),
+            ssl_certificate: self.ssl_certificate.clone(),
+            http_headers: x::clone_vec(&self.http_headers),
+            size: self.size,
+        }
+    }
+}
 impl x::Fields for HttpNfcLeaseSourceFile {
     fn decode_field(
         &mut self,
@@ -595,7 +629,7 @@ impl x::Fields for IDEDiskNotSupported {
 /// `IORMNotSupportedHostOnDatastore` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IORMNotSupportedHostOnDatastore {
     /// The fields `IORMNotSupportedHostOnDatastore` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -610,6 +644,16 @@ impl x::SchemaType for IORMNotSupportedHostOnDatastore {
     const TYPE_NAME: &'static str = "IORMNotSupportedHostOnDatastore";
 }
 impl x::Structure for IORMNotSupportedHostOnDatastore {}
+impl Clone for IORMNotSupportedHostOnDatastore {
+    fn clone(&self) -> Self {
+        Self {
+            vim_fault: self.vim_fault.clone(),
+            datastore: self.datastore.clone(),
+            datastore_name: self.datastore_name.clone(),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl std::ops::Deref for IORMNotSupportedHostOnDatastore {
     type Target = VimFault;
     #[inline]
@@ -686,7 +730,7 @@ impl x::Fields for IScsiBootFailureEvent {
 /// `ImportHostAddFailure` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ImportHostAddFailure {
     /// The fields `ImportHostAddFailure` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
@@ -697,6 +741,14 @@ impl x::SchemaType for ImportHostAddFailure {
     const TYPE_NAME: &'static str = "ImportHostAddFailure";
 }
 impl x::Structure for ImportHostAddFailure {}
+impl Clone for ImportHostAddFailure {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_fault: self.dvs_fault.clone(),
+            host_ip: x::clone_vec(&self.host_ip),
+        }
+    }
+}
 impl std::ops::Deref for ImportHostAddFailure {
     type Target = DvsFault;
     #[inline]
@@ -731,7 +783,7 @@ impl x::Fields for ImportHostAddFailure {
 /// `ImportOperationBulkFault` (extends `DvsFault`).
 ///
 /// The fields of `DvsFault` are in `dvs_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ImportOperationBulkFault {
     /// The fields `ImportOperationBulkFault` inherits from `DvsFault`.
     pub dvs_fault: DvsFault,
@@ -742,6 +794,14 @@ impl x::SchemaType for ImportOperationBulkFault {
     const TYPE_NAME: &'static str = "ImportOperationBulkFault";
 }
 impl x::Structure for ImportOperationBulkFault {}
+impl Clone for ImportOperationBulkFault {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_fault: self.dvs_fault.clone(),
+            import_faults: x::clone_vec(&self.import_faults),
+        }
+    }
+}
 impl std::ops::Deref for ImportOperationBulkFault {
     type Target = DvsFault;
     #[inline]
@@ -1059,7 +1119,7 @@ impl x::Fields for IncompatibleDefaultDevice {
 /// `IncompatibleHostForFtSecondary` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IncompatibleHostForFtSecondary {
     /// The fields `IncompatibleHostForFtSecondary` inherits from `VmFaultToleranceIssue`.
     pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
@@ -1072,6 +1132,15 @@ impl x::SchemaType for IncompatibleHostForFtSecondary {
     const TYPE_NAME: &'static str = "IncompatibleHostForFtSecondary";
 }
 impl x::Structure for IncompatibleHostForFtSecondary {}
+impl Clone for IncompatibleHostForFtSecondary {
+    fn clone(&self) -> Self {
+        Self {
+            vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
+            host: self.host.clone(),
+            error: x::clone_vec(&self.error),
+        }
+    }
+}
 impl std::ops::Deref for IncompatibleHostForFtSecondary {
     type Target = VmFaultToleranceIssue;
     #[inline]

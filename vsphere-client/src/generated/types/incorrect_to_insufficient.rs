@@ -745,7 +745,7 @@ impl x::Fields for InsufficientNetworkCapacity {
 /// `InsufficientNetworkResourcePoolCapacity` (extends `InsufficientResourcesFault`).
 ///
 /// The fields of `InsufficientResourcesFault` are in `insufficient_resources_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct InsufficientNetworkResourcePoolCapacity {
     /// The fields `InsufficientNetworkResourcePoolCapacity` inherits from `InsufficientResourcesFault`.
     pub insufficient_resources_fault: InsufficientResourcesFault,
@@ -766,6 +766,19 @@ impl x::SchemaType for InsufficientNetworkResourcePoolCapacity {
     const TYPE_NAME: &'static str = "InsufficientNetworkResourcePoolCapacity";
 }
 impl x::Structure for InsufficientNetworkResourcePoolCapacity {}
+impl Clone for InsufficientNetworkResourcePoolCapacity {
+    fn clone(&self) -> Self {
+        Self {
+            insufficient_resources_fault: self.insufficient_resources_fault.clone(),
+            dvs_name: self.dvs_name.clone(),
+            dvs_uuid: self.dvs_uuid.clone(),
+            resource_pool_key: self.resource_pool_key.clone(),
+            available: self.available,
+            requested: self.requested,
+            device: x::clone_vec(&self.device),
+        }
+    }
+}
 impl std::ops::Deref for InsufficientNetworkResourcePoolCapacity {
     type Target = InsufficientResourcesFault;
     #[inline]

@@ -71,7 +71,7 @@ impl x::Fields for InventoryDescription {
 /// `InventoryHasStandardAloneHosts` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct InventoryHasStandardAloneHosts {
     /// The fields `InventoryHasStandardAloneHosts` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -82,6 +82,14 @@ impl x::SchemaType for InventoryHasStandardAloneHosts {
     const TYPE_NAME: &'static str = "InventoryHasStandardAloneHosts";
 }
 impl x::Structure for InventoryHasStandardAloneHosts {}
+impl Clone for InventoryHasStandardAloneHosts {
+    fn clone(&self) -> Self {
+        Self {
+            not_enough_licenses: self.not_enough_licenses.clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl std::ops::Deref for InventoryHasStandardAloneHosts {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -114,7 +122,7 @@ impl x::Fields for InventoryHasStandardAloneHosts {
     }
 }
 /// `IoFilterHostIssue` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IoFilterHostIssue {
     /// `host`.
     pub host: x::ManagedObjectReference,
@@ -125,6 +133,14 @@ impl x::SchemaType for IoFilterHostIssue {
     const TYPE_NAME: &'static str = "IoFilterHostIssue";
 }
 impl x::Structure for IoFilterHostIssue {}
+impl Clone for IoFilterHostIssue {
+    fn clone(&self) -> Self {
+        Self {
+            host: self.host.clone(),
+            issue: x::clone_vec(&self.issue),
+        }
+    }
+}
 impl x::Fields for IoFilterHostIssue {
     fn decode_field(
         &mut self,
@@ -223,7 +239,7 @@ impl x::Fields for IoFilterManagerSslTrust {
     }
 }
 /// `IoFilterQueryIssueResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IoFilterQueryIssueResult {
     /// `opType`.
     pub op_type: String,
@@ -234,6 +250,14 @@ impl x::SchemaType for IoFilterQueryIssueResult {
     const TYPE_NAME: &'static str = "IoFilterQueryIssueResult";
 }
 impl x::Structure for IoFilterQueryIssueResult {}
+impl Clone for IoFilterQueryIssueResult {
+    fn clone(&self) -> Self {
+        Self {
+            op_type: self.op_type.clone(),
+            host_issue: x::clone_vec(&self.host_issue),
+        }
+    }
+}
 impl x::Fields for IoFilterQueryIssueResult {
     fn decode_field(
         &mut self,
@@ -370,7 +394,7 @@ impl x::Fields for IpHostnameGeneratorError {
     }
 }
 /// `IpPool` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IpPool {
     /// `id`.
     pub id: Option<i32>,
@@ -403,6 +427,25 @@ impl x::SchemaType for IpPool {
     const TYPE_NAME: &'static str = "IpPool";
 }
 impl x::Structure for IpPool {}
+impl Clone for IpPool {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            name: self.name.clone(),
+            ipv4_config: self.ipv4_config.clone(),
+            ipv6_config: self.ipv6_config.clone(),
+            dns_domain: self.dns_domain.clone(),
+            dns_search_path: self.dns_search_path.clone(),
+            host_prefix: self.host_prefix.clone(),
+            http_proxy: self.http_proxy.clone(),
+            network_association: x::clone_vec(&self.network_association),
+            available_ipv4_addresses: self.available_ipv4_addresses,
+            available_ipv6_addresses: self.available_ipv6_addresses,
+            allocated_ipv4_addresses: self.allocated_ipv4_addresses,
+            allocated_ipv6_addresses: self.allocated_ipv6_addresses,
+        }
+    }
+}
 impl x::Fields for IpPool {
     fn decode_field(
         &mut self,
@@ -484,7 +527,7 @@ impl x::ArrayItem for IpPoolAssociation {
     const ITEM_TAG: &'static str = "IpPoolAssociation";
 }
 /// `IpPoolIpPoolConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IpPoolIpPoolConfigInfo {
     /// `subnetAddress`.
     pub subnet_address: Option<String>,
@@ -505,6 +548,19 @@ impl x::SchemaType for IpPoolIpPoolConfigInfo {
     const TYPE_NAME: &'static str = "IpPoolIpPoolConfigInfo";
 }
 impl x::Structure for IpPoolIpPoolConfigInfo {}
+impl Clone for IpPoolIpPoolConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            subnet_address: self.subnet_address.clone(),
+            netmask: self.netmask.clone(),
+            gateway: self.gateway.clone(),
+            range: self.range.clone(),
+            dns: x::clone_vec(&self.dns),
+            dhcp_server_available: self.dhcp_server_available,
+            ip_pool_enabled: self.ip_pool_enabled,
+        }
+    }
+}
 impl x::Fields for IpPoolIpPoolConfigInfo {
     fn decode_field(
         &mut self,
@@ -621,7 +677,7 @@ impl x::Fields for IpRange {
 /// `IpRouteProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IpRouteProfile {
     /// The fields `IpRouteProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -632,6 +688,14 @@ impl x::SchemaType for IpRouteProfile {
     const TYPE_NAME: &'static str = "IpRouteProfile";
 }
 impl x::Structure for IpRouteProfile {}
+impl Clone for IpRouteProfile {
+    fn clone(&self) -> Self {
+        Self {
+            apply_profile: self.apply_profile.clone(),
+            static_route: x::clone_vec(&self.static_route),
+        }
+    }
+}
 impl std::ops::Deref for IpRouteProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -1236,7 +1300,7 @@ impl x::Fields for IscsiFaultVnicNotFound {
     }
 }
 /// `IscsiMigrationDependency` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IscsiMigrationDependency {
     /// `migrationAllowed`.
     pub migration_allowed: bool,
@@ -1249,6 +1313,15 @@ impl x::SchemaType for IscsiMigrationDependency {
     const TYPE_NAME: &'static str = "IscsiMigrationDependency";
 }
 impl x::Structure for IscsiMigrationDependency {}
+impl Clone for IscsiMigrationDependency {
+    fn clone(&self) -> Self {
+        Self {
+            migration_allowed: self.migration_allowed,
+            disallow_reason: self.disallow_reason.clone(),
+            dependency: x::clone_vec(&self.dependency),
+        }
+    }
+}
 impl x::Fields for IscsiMigrationDependency {
     fn decode_field(
         &mut self,
@@ -1358,7 +1431,7 @@ impl x::ArrayItem for IscsiPortInfo {
     const ITEM_TAG: &'static str = "IscsiPortInfo";
 }
 /// `IscsiStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct IscsiStatus {
     /// `reason`.
     pub reason: Vec<LocalizedMethodFault>,
@@ -1367,6 +1440,13 @@ impl x::SchemaType for IscsiStatus {
     const TYPE_NAME: &'static str = "IscsiStatus";
 }
 impl x::Structure for IscsiStatus {}
+impl Clone for IscsiStatus {
+    fn clone(&self) -> Self {
+        Self {
+            reason: x::clone_vec(&self.reason),
+        }
+    }
+}
 impl x::Fields for IscsiStatus {
     fn decode_field(
         &mut self,

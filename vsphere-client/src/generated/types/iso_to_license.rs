@@ -313,7 +313,7 @@ impl x::ArrayItem for KeyValue {
     const ITEM_TAG: &'static str = "KeyValue";
 }
 /// `KmipClusterInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct KmipClusterInfo {
     /// `clusterId`.
     pub cluster_id: KeyProviderId,
@@ -344,6 +344,22 @@ impl x::SchemaType for KmipClusterInfo {
     const TYPE_NAME: &'static str = "KmipClusterInfo";
 }
 impl x::Structure for KmipClusterInfo {}
+impl Clone for KmipClusterInfo {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_id: self.cluster_id.clone(),
+            servers: x::clone_vec(&self.servers),
+            use_as_default: self.use_as_default,
+            management_type: self.management_type.clone(),
+            use_as_entity_default: x::clone_vec(&self.use_as_entity_default),
+            has_backup: self.has_backup,
+            tpm_required: self.tpm_required,
+            key_id: self.key_id.clone(),
+            default_key_type: self.default_key_type.clone(),
+            key_info: self.key_info.clone(),
+        }
+    }
+}
 impl x::Fields for KmipClusterInfo {
     fn decode_field(
         &mut self,
@@ -965,7 +981,7 @@ impl x::Fields for LicenseAssignmentFailed {
     }
 }
 /// `LicenseAssignmentManagerLicenseAssignment` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LicenseAssignmentManagerLicenseAssignment {
     /// `entityId`.
     pub entity_id: String,
@@ -982,6 +998,17 @@ impl x::SchemaType for LicenseAssignmentManagerLicenseAssignment {
     const TYPE_NAME: &'static str = "LicenseAssignmentManagerLicenseAssignment";
 }
 impl x::Structure for LicenseAssignmentManagerLicenseAssignment {}
+impl Clone for LicenseAssignmentManagerLicenseAssignment {
+    fn clone(&self) -> Self {
+        Self {
+            entity_id: self.entity_id.clone(),
+            scope: self.scope.clone(),
+            entity_display_name: self.entity_display_name.clone(),
+            assigned_license: self.assigned_license.clone(),
+            properties: x::clone_vec(&self.properties),
+        }
+    }
+}
 impl x::Fields for LicenseAssignmentManagerLicenseAssignment {
     fn decode_field(
         &mut self,
@@ -1112,7 +1139,7 @@ impl x::Fields for LicenseDiagnostics {
 /// `LicenseDowngradeDisallowed` (extends `NotEnoughLicenses`).
 ///
 /// The fields of `NotEnoughLicenses` are in `not_enough_licenses`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LicenseDowngradeDisallowed {
     /// The fields `LicenseDowngradeDisallowed` inherits from `NotEnoughLicenses`.
     pub not_enough_licenses: NotEnoughLicenses,
@@ -1127,6 +1154,16 @@ impl x::SchemaType for LicenseDowngradeDisallowed {
     const TYPE_NAME: &'static str = "LicenseDowngradeDisallowed";
 }
 impl x::Structure for LicenseDowngradeDisallowed {}
+impl Clone for LicenseDowngradeDisallowed {
+    fn clone(&self) -> Self {
+        Self {
+            not_enough_licenses: self.not_enough_licenses.clone(),
+            edition: self.edition.clone(),
+            entity_id: self.entity_id.clone(),
+            features: x::clone_vec(&self.features),
+        }
+    }
+}
 impl std::ops::Deref for LicenseDowngradeDisallowed {
     type Target = NotEnoughLicenses;
     #[inline]
@@ -1336,7 +1373,7 @@ impl x::Fields for LicenseExpiredEvent {
     }
 }
 /// `LicenseFeatureInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LicenseFeatureInfo {
     /// `key`.
     pub key: String,
@@ -1361,6 +1398,21 @@ impl x::SchemaType for LicenseFeatureInfo {
     const TYPE_NAME: &'static str = "LicenseFeatureInfo";
 }
 impl x::Structure for LicenseFeatureInfo {}
+impl Clone for LicenseFeatureInfo {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            feature_name: self.feature_name.clone(),
+            feature_description: self.feature_description.clone(),
+            state: self.state.clone(),
+            cost_unit: self.cost_unit.clone(),
+            source_restriction: self.source_restriction.clone(),
+            dependent_key: x::clone_vec(&self.dependent_key),
+            edition: self.edition,
+            expires_on: self.expires_on.clone(),
+        }
+    }
+}
 impl x::Fields for LicenseFeatureInfo {
     fn decode_field(
         &mut self,
@@ -1437,7 +1489,7 @@ impl x::Fields for LicenseKeyEntityMismatch {
     }
 }
 /// `LicenseManagerEvaluationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LicenseManagerEvaluationInfo {
     /// `properties`.
     pub properties: Vec<KeyAnyValue>,
@@ -1446,6 +1498,13 @@ impl x::SchemaType for LicenseManagerEvaluationInfo {
     const TYPE_NAME: &'static str = "LicenseManagerEvaluationInfo";
 }
 impl x::Structure for LicenseManagerEvaluationInfo {}
+impl Clone for LicenseManagerEvaluationInfo {
+    fn clone(&self) -> Self {
+        Self {
+            properties: x::clone_vec(&self.properties),
+        }
+    }
+}
 impl x::Fields for LicenseManagerEvaluationInfo {
     fn decode_field(
         &mut self,
@@ -1464,7 +1523,7 @@ impl x::Fields for LicenseManagerEvaluationInfo {
     }
 }
 /// `LicenseManagerLicenseInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LicenseManagerLicenseInfo {
     /// `licenseKey`.
     pub license_key: String,
@@ -1487,6 +1546,20 @@ impl x::SchemaType for LicenseManagerLicenseInfo {
     const TYPE_NAME: &'static str = "LicenseManagerLicenseInfo";
 }
 impl x::Structure for LicenseManagerLicenseInfo {}
+impl Clone for LicenseManagerLicenseInfo {
+    fn clone(&self) -> Self {
+        Self {
+            license_key: self.license_key.clone(),
+            edition_key: self.edition_key.clone(),
+            name: self.name.clone(),
+            total: self.total,
+            used: self.used,
+            cost_unit: self.cost_unit.clone(),
+            properties: x::clone_vec(&self.properties),
+            labels: x::clone_vec(&self.labels),
+        }
+    }
+}
 impl x::Fields for LicenseManagerLicenseInfo {
     fn decode_field(
         &mut self,
@@ -1909,7 +1982,7 @@ impl x::Fields for LicenseSourceUnavailable {
     }
 }
 /// `LicenseUsageInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LicenseUsageInfo {
     /// `source`.
     pub source: AnyLicenseSource,
@@ -1924,6 +1997,16 @@ impl x::SchemaType for LicenseUsageInfo {
     const TYPE_NAME: &'static str = "LicenseUsageInfo";
 }
 impl x::Structure for LicenseUsageInfo {}
+impl Clone for LicenseUsageInfo {
+    fn clone(&self) -> Self {
+        Self {
+            source: self.source.clone(),
+            source_available: self.source_available,
+            reservation_info: x::clone_vec(&self.reservation_info),
+            feature_info: x::clone_vec(&self.feature_info),
+        }
+    }
+}
 impl x::Fields for LicenseUsageInfo {
     fn decode_field(
         &mut self,

@@ -86,7 +86,7 @@ impl x::Fields for LinkDiscoveryProtocolConfig {
     }
 }
 /// `LinkLayerDiscoveryProtocolInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LinkLayerDiscoveryProtocolInfo {
     /// `chassisId`.
     pub chassis_id: String,
@@ -101,6 +101,16 @@ impl x::SchemaType for LinkLayerDiscoveryProtocolInfo {
     const TYPE_NAME: &'static str = "LinkLayerDiscoveryProtocolInfo";
 }
 impl x::Structure for LinkLayerDiscoveryProtocolInfo {}
+impl Clone for LinkLayerDiscoveryProtocolInfo {
+    fn clone(&self) -> Self {
+        Self {
+            chassis_id: self.chassis_id.clone(),
+            port_id: self.port_id.clone(),
+            time_to_live: self.time_to_live,
+            parameter: x::clone_vec(&self.parameter),
+        }
+    }
+}
 impl x::Fields for LinkLayerDiscoveryProtocolInfo {
     fn decode_field(
         &mut self,
@@ -360,7 +370,7 @@ impl x::Fields for LocalTSMEnabledEvent {
     }
 }
 /// `LocalizableMessage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct LocalizableMessage {
     /// `key`.
     pub key: String,
@@ -373,6 +383,15 @@ impl x::SchemaType for LocalizableMessage {
     const TYPE_NAME: &'static str = "LocalizableMessage";
 }
 impl x::Structure for LocalizableMessage {}
+impl Clone for LocalizableMessage {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            arg: x::clone_vec(&self.arg),
+            message: self.message.clone(),
+        }
+    }
+}
 impl x::Fields for LocalizableMessage {
     fn decode_field(
         &mut self,

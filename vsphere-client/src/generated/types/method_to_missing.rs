@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `MethodAction` (extends `Action`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct MethodAction {
     /// `name`.
     pub name: String,
@@ -17,6 +17,14 @@ impl x::SchemaType for MethodAction {
     const TYPE_NAME: &'static str = "MethodAction";
 }
 impl x::Structure for MethodAction {}
+impl Clone for MethodAction {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            argument: x::clone_vec(&self.argument),
+        }
+    }
+}
 impl x::Fields for MethodAction {
     fn decode_field(
         &mut self,
@@ -205,7 +213,7 @@ impl x::Fields for MethodDisabled {
 /// `MethodFault`.
 ///
 /// Fields of this type hold [`AnyMethodFault`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct MethodFault {
     /// `faultCause`.
     pub fault_cause: Option<LocalizedMethodFault>,
@@ -216,6 +224,14 @@ impl x::SchemaType for MethodFault {
     const TYPE_NAME: &'static str = "MethodFault";
 }
 impl x::Structure for MethodFault {}
+impl Clone for MethodFault {
+    fn clone(&self) -> Self {
+        Self {
+            fault_cause: self.fault_cause.clone(),
+            fault_message: x::clone_vec(&self.fault_message),
+        }
+    }
+}
 impl x::Fields for MethodFault {
     fn decode_field(
         &mut self,

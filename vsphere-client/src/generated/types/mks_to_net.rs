@@ -399,7 +399,7 @@ impl x::Fields for MultiWriterNotSupported {
 /// `MultipleCertificatesVerifyFault` (extends `HostConnectFault`).
 ///
 /// The fields of `HostConnectFault` are in `host_connect_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct MultipleCertificatesVerifyFault {
     /// The fields `MultipleCertificatesVerifyFault` inherits from `HostConnectFault`.
     pub host_connect_fault: HostConnectFault,
@@ -410,6 +410,14 @@ impl x::SchemaType for MultipleCertificatesVerifyFault {
     const TYPE_NAME: &'static str = "MultipleCertificatesVerifyFault";
 }
 impl x::Structure for MultipleCertificatesVerifyFault {}
+impl Clone for MultipleCertificatesVerifyFault {
+    fn clone(&self) -> Self {
+        Self {
+            host_connect_fault: self.host_connect_fault.clone(),
+            thumbprint_data: x::clone_vec(&self.thumbprint_data),
+        }
+    }
+}
 impl std::ops::Deref for MultipleCertificatesVerifyFault {
     type Target = HostConnectFault;
     #[inline]
@@ -1133,7 +1141,7 @@ impl x::Fields for NetDhcpConfigInfo {
     }
 }
 /// `NetDhcpConfigInfoDhcpOptions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetDhcpConfigInfoDhcpOptions {
     /// `enable`.
     pub enable: bool,
@@ -1144,6 +1152,14 @@ impl x::SchemaType for NetDhcpConfigInfoDhcpOptions {
     const TYPE_NAME: &'static str = "NetDhcpConfigInfoDhcpOptions";
 }
 impl x::Structure for NetDhcpConfigInfoDhcpOptions {}
+impl Clone for NetDhcpConfigInfoDhcpOptions {
+    fn clone(&self) -> Self {
+        Self {
+            enable: self.enable,
+            config: x::clone_vec(&self.config),
+        }
+    }
+}
 impl x::Fields for NetDhcpConfigInfoDhcpOptions {
     fn decode_field(
         &mut self,
@@ -1195,7 +1211,7 @@ impl x::Fields for NetDhcpConfigSpec {
     }
 }
 /// `NetDhcpConfigSpecDhcpOptionsSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetDhcpConfigSpecDhcpOptionsSpec {
     /// `enable`.
     pub enable: Option<bool>,
@@ -1208,6 +1224,15 @@ impl x::SchemaType for NetDhcpConfigSpecDhcpOptionsSpec {
     const TYPE_NAME: &'static str = "NetDhcpConfigSpecDhcpOptionsSpec";
 }
 impl x::Structure for NetDhcpConfigSpecDhcpOptionsSpec {}
+impl Clone for NetDhcpConfigSpecDhcpOptionsSpec {
+    fn clone(&self) -> Self {
+        Self {
+            enable: self.enable,
+            config: x::clone_vec(&self.config),
+            operation: self.operation.clone(),
+        }
+    }
+}
 impl x::Fields for NetDhcpConfigSpecDhcpOptionsSpec {
     fn decode_field(
         &mut self,
@@ -1230,7 +1255,7 @@ impl x::Fields for NetDhcpConfigSpecDhcpOptionsSpec {
     }
 }
 /// `NetDnsConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetDnsConfigInfo {
     /// `dhcp`.
     pub dhcp: bool,
@@ -1247,6 +1272,17 @@ impl x::SchemaType for NetDnsConfigInfo {
     const TYPE_NAME: &'static str = "NetDnsConfigInfo";
 }
 impl x::Structure for NetDnsConfigInfo {}
+impl Clone for NetDnsConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            dhcp: self.dhcp,
+            host_name: self.host_name.clone(),
+            domain_name: self.domain_name.clone(),
+            ip_address: x::clone_vec(&self.ip_address),
+            search_domain: x::clone_vec(&self.search_domain),
+        }
+    }
+}
 impl x::Fields for NetDnsConfigInfo {
     fn decode_field(
         &mut self,
@@ -1273,7 +1309,7 @@ impl x::Fields for NetDnsConfigInfo {
     }
 }
 /// `NetDnsConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetDnsConfigSpec {
     /// `dhcp`.
     pub dhcp: Option<bool>,
@@ -1290,6 +1326,17 @@ impl x::SchemaType for NetDnsConfigSpec {
     const TYPE_NAME: &'static str = "NetDnsConfigSpec";
 }
 impl x::Structure for NetDnsConfigSpec {}
+impl Clone for NetDnsConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            dhcp: self.dhcp,
+            host_name: self.host_name.clone(),
+            domain_name: self.domain_name.clone(),
+            ip_address: x::clone_vec(&self.ip_address),
+            search_domain: x::clone_vec(&self.search_domain),
+        }
+    }
+}
 impl x::Fields for NetDnsConfigSpec {
     fn decode_field(
         &mut self,
@@ -1316,7 +1363,7 @@ impl x::Fields for NetDnsConfigSpec {
     }
 }
 /// `NetIpConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetIpConfigInfo {
     /// `ipAddress`.
     pub ip_address: Vec<NetIpConfigInfoIpAddress>,
@@ -1329,6 +1376,15 @@ impl x::SchemaType for NetIpConfigInfo {
     const TYPE_NAME: &'static str = "NetIpConfigInfo";
 }
 impl x::Structure for NetIpConfigInfo {}
+impl Clone for NetIpConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            ip_address: x::clone_vec(&self.ip_address),
+            dhcp: self.dhcp.clone(),
+            auto_configuration_enabled: self.auto_configuration_enabled,
+        }
+    }
+}
 impl x::Fields for NetIpConfigInfo {
     fn decode_field(
         &mut self,
@@ -1400,7 +1456,7 @@ impl x::ArrayItem for NetIpConfigInfoIpAddress {
     const ITEM_TAG: &'static str = "NetIpConfigInfoIpAddress";
 }
 /// `NetIpConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetIpConfigSpec {
     /// `ipAddress`.
     pub ip_address: Vec<NetIpConfigSpecIpAddressSpec>,
@@ -1413,6 +1469,15 @@ impl x::SchemaType for NetIpConfigSpec {
     const TYPE_NAME: &'static str = "NetIpConfigSpec";
 }
 impl x::Structure for NetIpConfigSpec {}
+impl Clone for NetIpConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            ip_address: x::clone_vec(&self.ip_address),
+            dhcp: self.dhcp.clone(),
+            auto_configuration_enabled: self.auto_configuration_enabled,
+        }
+    }
+}
 impl x::Fields for NetIpConfigSpec {
     fn decode_field(
         &mut self,
@@ -1476,7 +1541,7 @@ impl x::ArrayItem for NetIpConfigSpecIpAddressSpec {
     const ITEM_TAG: &'static str = "NetIpConfigSpecIpAddressSpec";
 }
 /// `NetIpRouteConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetIpRouteConfigInfo {
     /// `ipRoute`.
     pub ip_route: Vec<NetIpRouteConfigInfoIpRoute>,
@@ -1485,6 +1550,13 @@ impl x::SchemaType for NetIpRouteConfigInfo {
     const TYPE_NAME: &'static str = "NetIpRouteConfigInfo";
 }
 impl x::Structure for NetIpRouteConfigInfo {}
+impl Clone for NetIpRouteConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            ip_route: x::clone_vec(&self.ip_route),
+        }
+    }
+}
 impl x::Fields for NetIpRouteConfigInfo {
     fn decode_field(
         &mut self,
@@ -1573,7 +1645,7 @@ impl x::ArrayItem for NetIpRouteConfigInfoIpRoute {
     const ITEM_TAG: &'static str = "NetIpRouteConfigInfoIpRoute";
 }
 /// `NetIpRouteConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetIpRouteConfigSpec {
     /// `ipRoute`.
     pub ip_route: Vec<NetIpRouteConfigSpecIpRouteSpec>,
@@ -1582,6 +1654,13 @@ impl x::SchemaType for NetIpRouteConfigSpec {
     const TYPE_NAME: &'static str = "NetIpRouteConfigSpec";
 }
 impl x::Structure for NetIpRouteConfigSpec {}
+impl Clone for NetIpRouteConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            ip_route: x::clone_vec(&self.ip_route),
+        }
+    }
+}
 impl x::Fields for NetIpRouteConfigSpec {
     fn decode_field(
         &mut self,
@@ -1674,7 +1753,7 @@ impl x::ArrayItem for NetIpRouteConfigSpecIpRouteSpec {
     const ITEM_TAG: &'static str = "NetIpRouteConfigSpecIpRouteSpec";
 }
 /// `NetIpStackInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetIpStackInfo {
     /// `neighbor`.
     pub neighbor: Vec<NetIpStackInfoNetToMedia>,
@@ -1685,6 +1764,14 @@ impl x::SchemaType for NetIpStackInfo {
     const TYPE_NAME: &'static str = "NetIpStackInfo";
 }
 impl x::Structure for NetIpStackInfo {}
+impl Clone for NetIpStackInfo {
+    fn clone(&self) -> Self {
+        Self {
+            neighbor: x::clone_vec(&self.neighbor),
+            default_router: x::clone_vec(&self.default_router),
+        }
+    }
+}
 impl x::Fields for NetIpStackInfo {
     fn decode_field(
         &mut self,

@@ -212,7 +212,7 @@ impl x::Fields for NetworkPolicyProfile {
 /// `NetworkProfile` (extends `ApplyProfile`).
 ///
 /// The fields of `ApplyProfile` are in `apply_profile`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NetworkProfile {
     /// The fields `NetworkProfile` inherits from `ApplyProfile`.
     pub apply_profile: ApplyProfile,
@@ -249,6 +249,27 @@ impl x::SchemaType for NetworkProfile {
     const TYPE_NAME: &'static str = "NetworkProfile";
 }
 impl x::Structure for NetworkProfile {}
+impl Clone for NetworkProfile {
+    fn clone(&self) -> Self {
+        Self {
+            apply_profile: self.apply_profile.clone(),
+            vswitch: x::clone_vec(&self.vswitch),
+            vm_port_group: x::clone_vec(&self.vm_port_group),
+            host_port_group: x::clone_vec(&self.host_port_group),
+            service_console_port_group: x::clone_vec(&self.service_console_port_group),
+            dns_config: self.dns_config.clone(),
+            ip_route_config: self.ip_route_config.clone(),
+            console_ip_route_config: self.console_ip_route_config.clone(),
+            pnic: x::clone_vec(&self.pnic),
+            dvswitch: x::clone_vec(&self.dvswitch),
+            dvs_service_console_nic: x::clone_vec(&self.dvs_service_console_nic),
+            dvs_host_nic: x::clone_vec(&self.dvs_host_nic),
+            nsx_host_nic: x::clone_vec(&self.nsx_host_nic),
+            net_stack_instance: x::clone_vec(&self.net_stack_instance),
+            opaque_switch: self.opaque_switch.clone(),
+        }
+    }
+}
 impl std::ops::Deref for NetworkProfile {
     type Target = ApplyProfile;
     #[inline]
@@ -793,7 +814,7 @@ impl x::Fields for NoCompatibleHardAffinityHost {
 /// `NoCompatibleHost` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NoCompatibleHost {
     /// The fields `NoCompatibleHost` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -806,6 +827,15 @@ impl x::SchemaType for NoCompatibleHost {
     const TYPE_NAME: &'static str = "NoCompatibleHost";
 }
 impl x::Structure for NoCompatibleHost {}
+impl Clone for NoCompatibleHost {
+    fn clone(&self) -> Self {
+        Self {
+            vim_fault: self.vim_fault.clone(),
+            host: x::clone_vec(&self.host),
+            error: x::clone_vec(&self.error),
+        }
+    }
+}
 impl std::ops::Deref for NoCompatibleHost {
     type Target = VimFault;
     #[inline]
@@ -1457,7 +1487,7 @@ impl x::Fields for NoPeerHostFound {
 /// `NoPermission` (extends `SecurityError`).
 ///
 /// The fields of `SecurityError` are in `security_error`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NoPermission {
     /// The fields `NoPermission` inherits from `SecurityError`.
     pub security_error: SecurityError,
@@ -1474,6 +1504,16 @@ impl x::SchemaType for NoPermission {
     const TYPE_NAME: &'static str = "NoPermission";
 }
 impl x::Structure for NoPermission {}
+impl Clone for NoPermission {
+    fn clone(&self) -> Self {
+        Self {
+            security_error: self.security_error.clone(),
+            object: self.object.clone(),
+            privilege_id: self.privilege_id.clone(),
+            missing_privileges: x::clone_vec(&self.missing_privileges),
+        }
+    }
+}
 impl std::ops::Deref for NoPermission {
     type Target = SecurityError;
     #[inline]
@@ -1520,7 +1560,7 @@ impl x::Fields for NoPermission {
 /// `NoPermissionEntityPrivileges` (extends `DynamicData`).
 ///
 /// Since vSphere API 7.0.3.2.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct NoPermissionEntityPrivileges {
     /// `entity`.
     ///
@@ -1535,6 +1575,14 @@ impl x::SchemaType for NoPermissionEntityPrivileges {
     const TYPE_NAME: &'static str = "NoPermissionEntityPrivileges";
 }
 impl x::Structure for NoPermissionEntityPrivileges {}
+impl Clone for NoPermissionEntityPrivileges {
+    fn clone(&self) -> Self {
+        Self {
+            entity: self.entity.clone(),
+            privilege_ids: x::clone_vec(&self.privilege_ids),
+        }
+    }
+}
 impl x::Fields for NoPermissionEntityPrivileges {
     fn decode_field(
         &mut self,

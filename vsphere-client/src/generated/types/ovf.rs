@@ -5,6 +5,146 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `OvfNoHostNic` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNoHostNic {
+    /// The fields `OvfNoHostNic` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
+}
+impl x::SchemaType for OvfNoHostNic {
+    const TYPE_NAME: &'static str = "OvfNoHostNic";
+}
+impl x::Structure for OvfNoHostNic {}
+impl std::ops::Deref for OvfNoHostNic {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+impl std::ops::DerefMut for OvfNoHostNic {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
+impl x::Fields for OvfNoHostNic {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.ovf_unsupported_package, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
+    }
+}
+/// `OvfNoSpaceOnController` (extends `OvfUnsupportedElement`).
+///
+/// The fields of `OvfUnsupportedElement` are in `ovf_unsupported_element`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNoSpaceOnController {
+    /// The fields `OvfNoSpaceOnController` inherits from `OvfUnsupportedElement`.
+    pub ovf_unsupported_element: OvfUnsupportedElement,
+    /// `parent`.
+    pub parent: String,
+}
+impl x::SchemaType for OvfNoSpaceOnController {
+    const TYPE_NAME: &'static str = "OvfNoSpaceOnController";
+}
+impl x::Structure for OvfNoSpaceOnController {}
+impl std::ops::Deref for OvfNoSpaceOnController {
+    type Target = OvfUnsupportedElement;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedElement {
+        &self.ovf_unsupported_element
+    }
+}
+impl std::ops::DerefMut for OvfNoSpaceOnController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedElement {
+        &mut self.ovf_unsupported_element
+    }
+}
+impl x::Fields for OvfNoSpaceOnController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parent" => r.read(&mut self.parent),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_element,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_element, w);
+        w.write("parent", &self.parent);
+    }
+}
+/// `OvfNoSupportedHardwareFamily` (extends `OvfUnsupportedPackage`).
+///
+/// The fields of `OvfUnsupportedPackage` are in `ovf_unsupported_package`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfNoSupportedHardwareFamily {
+    /// The fields `OvfNoSupportedHardwareFamily` inherits from `OvfUnsupportedPackage`.
+    pub ovf_unsupported_package: OvfUnsupportedPackage,
+    /// `version`.
+    pub version: String,
+}
+impl x::SchemaType for OvfNoSupportedHardwareFamily {
+    const TYPE_NAME: &'static str = "OvfNoSupportedHardwareFamily";
+}
+impl x::Structure for OvfNoSupportedHardwareFamily {}
+impl std::ops::Deref for OvfNoSupportedHardwareFamily {
+    type Target = OvfUnsupportedPackage;
+    #[inline]
+    fn deref(&self) -> &OvfUnsupportedPackage {
+        &self.ovf_unsupported_package
+    }
+}
+impl std::ops::DerefMut for OvfNoSupportedHardwareFamily {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut OvfUnsupportedPackage {
+        &mut self.ovf_unsupported_package
+    }
+}
+impl x::Fields for OvfNoSupportedHardwareFamily {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.ovf_unsupported_package,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.ovf_unsupported_package, w);
+        w.write("version", &self.version);
+    }
+}
 /// `OvfOptionInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfOptionInfo {
@@ -79,7 +219,7 @@ impl x::Fields for OvfParseDescriptorParams {
     }
 }
 /// `OvfParseDescriptorResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct OvfParseDescriptorResult {
     /// `eula`.
     pub eula: Vec<String>,
@@ -122,6 +262,30 @@ impl x::SchemaType for OvfParseDescriptorResult {
     const TYPE_NAME: &'static str = "OvfParseDescriptorResult";
 }
 impl x::Structure for OvfParseDescriptorResult {}
+impl Clone for OvfParseDescriptorResult {
+    fn clone(&self) -> Self {
+        Self {
+            eula: x::clone_vec(&self.eula),
+            network: x::clone_vec(&self.network),
+            ip_allocation_scheme: x::clone_vec(&self.ip_allocation_scheme),
+            ip_protocols: x::clone_vec(&self.ip_protocols),
+            property: x::clone_vec(&self.property),
+            product_info: self.product_info.clone(),
+            annotation: self.annotation.clone(),
+            approximate_download_size: self.approximate_download_size,
+            approximate_flat_deployment_size: self.approximate_flat_deployment_size,
+            approximate_sparse_deployment_size: self.approximate_sparse_deployment_size,
+            default_entity_name: self.default_entity_name.clone(),
+            virtual_app: self.virtual_app,
+            deployment_option: x::clone_vec(&self.deployment_option),
+            default_deployment_option: self.default_deployment_option.clone(),
+            entity_name: x::clone_vec(&self.entity_name),
+            annotated_ost: self.annotated_ost.clone(),
+            error: x::clone_vec(&self.error),
+            warning: x::clone_vec(&self.warning),
+        }
+    }
+}
 impl x::Fields for OvfParseDescriptorResult {
     fn decode_field(
         &mut self,
@@ -1631,7 +1795,7 @@ impl x::Fields for OvfValidateHostParams {
     }
 }
 /// `OvfValidateHostResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct OvfValidateHostResult {
     /// `downloadSize`.
     pub download_size: Option<i64>,
@@ -1650,6 +1814,18 @@ impl x::SchemaType for OvfValidateHostResult {
     const TYPE_NAME: &'static str = "OvfValidateHostResult";
 }
 impl x::Structure for OvfValidateHostResult {}
+impl Clone for OvfValidateHostResult {
+    fn clone(&self) -> Self {
+        Self {
+            download_size: self.download_size,
+            flat_deployment_size: self.flat_deployment_size,
+            sparse_deployment_size: self.sparse_deployment_size,
+            error: x::clone_vec(&self.error),
+            warning: x::clone_vec(&self.warning),
+            supported_disk_provisioning: x::clone_vec(&self.supported_disk_provisioning),
+        }
+    }
+}
 impl x::Fields for OvfValidateHostResult {
     fn decode_field(
         &mut self,

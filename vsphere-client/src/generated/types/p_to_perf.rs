@@ -322,7 +322,7 @@ impl x::Fields for PatchAlreadyInstalled {
 /// `PatchBinariesNotFound` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PatchBinariesNotFound {
     /// The fields `PatchBinariesNotFound` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -335,6 +335,15 @@ impl x::SchemaType for PatchBinariesNotFound {
     const TYPE_NAME: &'static str = "PatchBinariesNotFound";
 }
 impl x::Structure for PatchBinariesNotFound {}
+impl Clone for PatchBinariesNotFound {
+    fn clone(&self) -> Self {
+        Self {
+            vim_fault: self.vim_fault.clone(),
+            patch_id: self.patch_id.clone(),
+            binary: x::clone_vec(&self.binary),
+        }
+    }
+}
 impl std::ops::Deref for PatchBinariesNotFound {
     type Target = VimFault;
     #[inline]
@@ -492,7 +501,7 @@ impl x::Fields for PatchMetadataCorrupted {
 /// `PatchMetadataInvalid` (extends `VimFault`).
 ///
 /// The fields of `VimFault` are in `vim_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PatchMetadataInvalid {
     /// The fields `PatchMetadataInvalid` inherits from `VimFault`.
     pub vim_fault: VimFault,
@@ -505,6 +514,15 @@ impl x::SchemaType for PatchMetadataInvalid {
     const TYPE_NAME: &'static str = "PatchMetadataInvalid";
 }
 impl x::Structure for PatchMetadataInvalid {}
+impl Clone for PatchMetadataInvalid {
+    fn clone(&self) -> Self {
+        Self {
+            vim_fault: self.vim_fault.clone(),
+            patch_id: self.patch_id.clone(),
+            meta_data: x::clone_vec(&self.meta_data),
+        }
+    }
+}
 impl std::ops::Deref for PatchMetadataInvalid {
     type Target = VimFault;
     #[inline]
@@ -579,7 +597,7 @@ impl x::Fields for PatchMetadataNotFound {
 /// `PatchMissingDependencies` (extends `PatchNotApplicable`).
 ///
 /// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PatchMissingDependencies {
     /// The fields `PatchMissingDependencies` inherits from `PatchNotApplicable`.
     pub patch_not_applicable: PatchNotApplicable,
@@ -592,6 +610,15 @@ impl x::SchemaType for PatchMissingDependencies {
     const TYPE_NAME: &'static str = "PatchMissingDependencies";
 }
 impl x::Structure for PatchMissingDependencies {}
+impl Clone for PatchMissingDependencies {
+    fn clone(&self) -> Self {
+        Self {
+            patch_not_applicable: self.patch_not_applicable.clone(),
+            prerequisite_patch: x::clone_vec(&self.prerequisite_patch),
+            prerequisite_lib: x::clone_vec(&self.prerequisite_lib),
+        }
+    }
+}
 impl std::ops::Deref for PatchMissingDependencies {
     type Target = PatchNotApplicable;
     #[inline]
@@ -673,7 +700,7 @@ impl x::Fields for PatchNotApplicable {
 /// `PatchSuperseded` (extends `PatchNotApplicable`).
 ///
 /// The fields of `PatchNotApplicable` are in `patch_not_applicable`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PatchSuperseded {
     /// The fields `PatchSuperseded` inherits from `PatchNotApplicable`.
     pub patch_not_applicable: PatchNotApplicable,
@@ -684,6 +711,14 @@ impl x::SchemaType for PatchSuperseded {
     const TYPE_NAME: &'static str = "PatchSuperseded";
 }
 impl x::Structure for PatchSuperseded {}
+impl Clone for PatchSuperseded {
+    fn clone(&self) -> Self {
+        Self {
+            patch_not_applicable: self.patch_not_applicable.clone(),
+            supersede: x::clone_vec(&self.supersede),
+        }
+    }
+}
 impl std::ops::Deref for PatchSuperseded {
     type Target = PatchNotApplicable;
     #[inline]
@@ -716,7 +751,7 @@ impl x::Fields for PatchSuperseded {
     }
 }
 /// `PerfCompositeMetric` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerfCompositeMetric {
     /// `entity`.
     pub entity: Option<AnyPerfEntityMetricBase>,
@@ -727,6 +762,14 @@ impl x::SchemaType for PerfCompositeMetric {
     const TYPE_NAME: &'static str = "PerfCompositeMetric";
 }
 impl x::Structure for PerfCompositeMetric {}
+impl Clone for PerfCompositeMetric {
+    fn clone(&self) -> Self {
+        Self {
+            entity: self.entity.clone(),
+            child_entity: x::clone_vec(&self.child_entity),
+        }
+    }
+}
 impl x::Fields for PerfCompositeMetric {
     fn decode_field(
         &mut self,
@@ -747,7 +790,7 @@ impl x::Fields for PerfCompositeMetric {
     }
 }
 /// `PerfCounterInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerfCounterInfo {
     /// `key`.
     pub key: i32,
@@ -772,6 +815,21 @@ impl x::SchemaType for PerfCounterInfo {
     const TYPE_NAME: &'static str = "PerfCounterInfo";
 }
 impl x::Structure for PerfCounterInfo {}
+impl Clone for PerfCounterInfo {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            name_info: self.name_info.clone(),
+            group_info: self.group_info.clone(),
+            unit_info: self.unit_info.clone(),
+            rollup_type: self.rollup_type.clone(),
+            stats_type: self.stats_type.clone(),
+            level: self.level,
+            per_device_level: self.per_device_level,
+            associated_counter_id: x::clone_vec(&self.associated_counter_id),
+        }
+    }
+}
 impl x::Fields for PerfCounterInfo {
     fn decode_field(
         &mut self,
@@ -812,7 +870,7 @@ impl x::ArrayItem for PerfCounterInfo {
 /// `PerfEntityMetric` (extends `PerfEntityMetricBase`).
 ///
 /// The fields of `PerfEntityMetricBase` are in `perf_entity_metric_base`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerfEntityMetric {
     /// The fields `PerfEntityMetric` inherits from `PerfEntityMetricBase`.
     pub perf_entity_metric_base: PerfEntityMetricBase,
@@ -825,6 +883,15 @@ impl x::SchemaType for PerfEntityMetric {
     const TYPE_NAME: &'static str = "PerfEntityMetric";
 }
 impl x::Structure for PerfEntityMetric {}
+impl Clone for PerfEntityMetric {
+    fn clone(&self) -> Self {
+        Self {
+            perf_entity_metric_base: self.perf_entity_metric_base.clone(),
+            sample_info: x::clone_vec(&self.sample_info),
+            value: x::clone_vec(&self.value),
+        }
+    }
+}
 impl std::ops::Deref for PerfEntityMetric {
     type Target = PerfEntityMetricBase;
     #[inline]
@@ -896,7 +963,7 @@ impl x::Fields for PerfEntityMetricBase {
 /// `PerfEntityMetricCSV` (extends `PerfEntityMetricBase`).
 ///
 /// The fields of `PerfEntityMetricBase` are in `perf_entity_metric_base`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerfEntityMetricCSV {
     /// The fields `PerfEntityMetricCSV` inherits from `PerfEntityMetricBase`.
     pub perf_entity_metric_base: PerfEntityMetricBase,
@@ -909,6 +976,15 @@ impl x::SchemaType for PerfEntityMetricCSV {
     const TYPE_NAME: &'static str = "PerfEntityMetricCSV";
 }
 impl x::Structure for PerfEntityMetricCSV {}
+impl Clone for PerfEntityMetricCSV {
+    fn clone(&self) -> Self {
+        Self {
+            perf_entity_metric_base: self.perf_entity_metric_base.clone(),
+            sample_info_csv: self.sample_info_csv.clone(),
+            value: x::clone_vec(&self.value),
+        }
+    }
+}
 impl std::ops::Deref for PerfEntityMetricCSV {
     type Target = PerfEntityMetricBase;
     #[inline]
@@ -1037,7 +1113,7 @@ impl x::ArrayItem for PerfMetricId {
 /// `PerfMetricIntSeries` (extends `PerfMetricSeries`).
 ///
 /// The fields of `PerfMetricSeries` are in `perf_metric_series`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerfMetricIntSeries {
     /// The fields `PerfMetricIntSeries` inherits from `PerfMetricSeries`.
     pub perf_metric_series: PerfMetricSeries,
@@ -1048,6 +1124,14 @@ impl x::SchemaType for PerfMetricIntSeries {
     const TYPE_NAME: &'static str = "PerfMetricIntSeries";
 }
 impl x::Structure for PerfMetricIntSeries {}
+impl Clone for PerfMetricIntSeries {
+    fn clone(&self) -> Self {
+        Self {
+            perf_metric_series: self.perf_metric_series.clone(),
+            value: x::clone_vec(&self.value),
+        }
+    }
+}
 impl std::ops::Deref for PerfMetricIntSeries {
     type Target = PerfMetricSeries;
     #[inline]
@@ -1197,7 +1281,7 @@ impl x::Fields for PerfProviderSummary {
     }
 }
 /// `PerfQuerySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerfQuerySpec {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
@@ -1218,6 +1302,19 @@ impl x::SchemaType for PerfQuerySpec {
     const TYPE_NAME: &'static str = "PerfQuerySpec";
 }
 impl x::Structure for PerfQuerySpec {}
+impl Clone for PerfQuerySpec {
+    fn clone(&self) -> Self {
+        Self {
+            entity: self.entity.clone(),
+            start_time: self.start_time.clone(),
+            end_time: self.end_time.clone(),
+            max_sample: self.max_sample,
+            metric_id: x::clone_vec(&self.metric_id),
+            interval_id: self.interval_id,
+            format: self.format.clone(),
+        }
+    }
+}
 impl x::Fields for PerfQuerySpec {
     fn decode_field(
         &mut self,

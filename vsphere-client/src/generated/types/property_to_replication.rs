@@ -45,7 +45,7 @@ impl x::ArrayItem for PropertyChange {
     const ITEM_TAG: &'static str = "PropertyChange";
 }
 /// `PropertyFilterSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PropertyFilterSpec {
     /// `propSet`.
     pub prop_set: Vec<PropertySpec>,
@@ -58,6 +58,15 @@ impl x::SchemaType for PropertyFilterSpec {
     const TYPE_NAME: &'static str = "PropertyFilterSpec";
 }
 impl x::Structure for PropertyFilterSpec {}
+impl Clone for PropertyFilterSpec {
+    fn clone(&self) -> Self {
+        Self {
+            prop_set: x::clone_vec(&self.prop_set),
+            object_set: x::clone_vec(&self.object_set),
+            report_missing_objects_in_results: self.report_missing_objects_in_results,
+        }
+    }
+}
 impl x::Fields for PropertyFilterSpec {
     fn decode_field(
         &mut self,
@@ -89,7 +98,7 @@ impl x::ArrayItem for PropertyFilterSpec {
     const ITEM_TAG: &'static str = "PropertyFilterSpec";
 }
 /// `PropertyFilterUpdate` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PropertyFilterUpdate {
     /// `filter`.
     pub filter: x::ManagedObjectReference,
@@ -102,6 +111,15 @@ impl x::SchemaType for PropertyFilterUpdate {
     const TYPE_NAME: &'static str = "PropertyFilterUpdate";
 }
 impl x::Structure for PropertyFilterUpdate {}
+impl Clone for PropertyFilterUpdate {
+    fn clone(&self) -> Self {
+        Self {
+            filter: self.filter.clone(),
+            object_set: x::clone_vec(&self.object_set),
+            missing_set: x::clone_vec(&self.missing_set),
+        }
+    }
+}
 impl x::Fields for PropertyFilterUpdate {
     fn decode_field(
         &mut self,
@@ -128,7 +146,7 @@ impl x::ArrayItem for PropertyFilterUpdate {
     const ITEM_TAG: &'static str = "PropertyFilterUpdate";
 }
 /// `PropertySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PropertySpec {
     /// `type`.
     pub type_: String,
@@ -141,6 +159,15 @@ impl x::SchemaType for PropertySpec {
     const TYPE_NAME: &'static str = "PropertySpec";
 }
 impl x::Structure for PropertySpec {}
+impl Clone for PropertySpec {
+    fn clone(&self) -> Self {
+        Self {
+            type_: self.type_.clone(),
+            all: self.all,
+            path_set: x::clone_vec(&self.path_set),
+        }
+    }
+}
 impl x::Fields for PropertySpec {
     fn decode_field(
         &mut self,
@@ -1038,7 +1065,7 @@ impl x::Fields for ReplicationConfigFault {
     }
 }
 /// `ReplicationConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReplicationConfigSpec {
     /// `generation`.
     pub generation: i64,
@@ -1085,6 +1112,31 @@ impl x::SchemaType for ReplicationConfigSpec {
     const TYPE_NAME: &'static str = "ReplicationConfigSpec";
 }
 impl x::Structure for ReplicationConfigSpec {}
+impl Clone for ReplicationConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            generation: self.generation,
+            vm_replication_id: self.vm_replication_id.clone(),
+            destination: self.destination.clone(),
+            port: self.port,
+            rpo: self.rpo,
+            quiesce_guest_enabled: self.quiesce_guest_enabled,
+            paused: self.paused,
+            opp_updates_enabled: self.opp_updates_enabled,
+            net_compression_enabled: self.net_compression_enabled,
+            net_encryption_enabled: self.net_encryption_enabled,
+            encryption_destination: self.encryption_destination.clone(),
+            additional_encryption_destination: x::clone_vec(
+                &self.additional_encryption_destination,
+            ),
+            encryption_port: self.encryption_port,
+            remote_certificate_thumbprint: self.remote_certificate_thumbprint.clone(),
+            data_sets_replication_enabled: self.data_sets_replication_enabled,
+            use_hbr_proxy_http_preamble: self.use_hbr_proxy_http_preamble,
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
 impl x::Fields for ReplicationConfigSpec {
     fn decode_field(
         &mut self,

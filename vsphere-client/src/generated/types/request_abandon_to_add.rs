@@ -46,7 +46,7 @@ impl x::Request for AbandonHciWorkflowRequestType {
     }
 }
 /// `AbdicateDomOwnershipRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AbdicateDomOwnershipRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -57,6 +57,14 @@ impl x::SchemaType for AbdicateDomOwnershipRequestType {
     const TYPE_NAME: &'static str = "AbdicateDomOwnershipRequestType";
 }
 impl x::Structure for AbdicateDomOwnershipRequestType {}
+impl Clone for AbdicateDomOwnershipRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
 impl x::Fields for AbdicateDomOwnershipRequestType {
     fn decode_field(
         &mut self,
@@ -490,7 +498,7 @@ impl x::Request for AcquireTicketRequestType {
     }
 }
 /// `AddAuthorizationRoleRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddAuthorizationRoleRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -503,6 +511,15 @@ impl x::SchemaType for AddAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "AddAuthorizationRoleRequestType";
 }
 impl x::Structure for AddAuthorizationRoleRequestType {}
+impl Clone for AddAuthorizationRoleRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            name: self.name.clone(),
+            priv_ids: x::clone_vec(&self.priv_ids),
+        }
+    }
+}
 impl x::Fields for AddAuthorizationRoleRequestType {
     fn decode_field(
         &mut self,
@@ -594,7 +611,7 @@ impl x::Request for AddCustomFieldDefRequestType {
     }
 }
 /// `AddDVPortgroupRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddDVPortgroupRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -605,6 +622,14 @@ impl x::SchemaType for AddDVPortgroupRequestType {
     const TYPE_NAME: &'static str = "AddDVPortgroupRequestType";
 }
 impl x::Structure for AddDVPortgroupRequestType {}
+impl Clone for AddDVPortgroupRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            spec: x::clone_vec(&self.spec),
+        }
+    }
+}
 impl x::Fields for AddDVPortgroupRequestType {
     fn decode_field(
         &mut self,
@@ -638,7 +663,7 @@ impl x::Request for AddDVPortgroupRequestType {
     }
 }
 /// `AddDisksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -649,6 +674,14 @@ impl x::SchemaType for AddDisksRequestType {
     const TYPE_NAME: &'static str = "AddDisksRequestType";
 }
 impl x::Structure for AddDisksRequestType {}
+impl Clone for AddDisksRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
 impl x::Fields for AddDisksRequestType {
     fn decode_field(
         &mut self,
@@ -682,7 +715,7 @@ impl x::Request for AddDisksRequestType {
     }
 }
 /// `AddFilterEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddFilterEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -695,6 +728,15 @@ impl x::SchemaType for AddFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddFilterEntitiesRequestType";
 }
 impl x::Structure for AddFilterEntitiesRequestType {}
+impl Clone for AddFilterEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            filter_id: self.filter_id.clone(),
+            entities: x::clone_vec(&self.entities),
+        }
+    }
+}
 impl x::Fields for AddFilterEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -730,7 +772,7 @@ impl x::Request for AddFilterEntitiesRequestType {
     }
 }
 /// `AddFilterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddFilterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -745,6 +787,16 @@ impl x::SchemaType for AddFilterRequestType {
     const TYPE_NAME: &'static str = "AddFilterRequestType";
 }
 impl x::Structure for AddFilterRequestType {}
+impl Clone for AddFilterRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            provider_id: self.provider_id.clone(),
+            filter_name: self.filter_name.clone(),
+            info_ids: x::clone_vec(&self.info_ids),
+        }
+    }
+}
 impl x::Fields for AddFilterRequestType {
     fn decode_field(
         &mut self,
@@ -902,7 +954,7 @@ impl x::Request for AddHostRequestType {
     }
 }
 /// `AddInternetScsiSendTargetsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddInternetScsiSendTargetsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -915,6 +967,15 @@ impl x::SchemaType for AddInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiSendTargetsRequestType";
 }
 impl x::Structure for AddInternetScsiSendTargetsRequestType {}
+impl Clone for AddInternetScsiSendTargetsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            i_scsi_hba_device: self.i_scsi_hba_device.clone(),
+            targets: x::clone_vec(&self.targets),
+        }
+    }
+}
 impl x::Fields for AddInternetScsiSendTargetsRequestType {
     fn decode_field(
         &mut self,
@@ -950,7 +1011,7 @@ impl x::Request for AddInternetScsiSendTargetsRequestType {
     }
 }
 /// `AddInternetScsiStaticTargetsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddInternetScsiStaticTargetsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -963,6 +1024,15 @@ impl x::SchemaType for AddInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "AddInternetScsiStaticTargetsRequestType";
 }
 impl x::Structure for AddInternetScsiStaticTargetsRequestType {}
+impl Clone for AddInternetScsiStaticTargetsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            i_scsi_hba_device: self.i_scsi_hba_device.clone(),
+            targets: x::clone_vec(&self.targets),
+        }
+    }
+}
 impl x::Fields for AddInternetScsiStaticTargetsRequestType {
     fn decode_field(
         &mut self,
@@ -1042,7 +1112,7 @@ impl x::Request for AddKeyRequestType {
     }
 }
 /// `AddKeysRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddKeysRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1053,6 +1123,14 @@ impl x::SchemaType for AddKeysRequestType {
     const TYPE_NAME: &'static str = "AddKeysRequestType";
 }
 impl x::Structure for AddKeysRequestType {}
+impl Clone for AddKeysRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            keys: x::clone_vec(&self.keys),
+        }
+    }
+}
 impl x::Fields for AddKeysRequestType {
     fn decode_field(
         &mut self,
@@ -1086,7 +1164,7 @@ impl x::Request for AddKeysRequestType {
     }
 }
 /// `AddLicenseRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddLicenseRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1099,6 +1177,15 @@ impl x::SchemaType for AddLicenseRequestType {
     const TYPE_NAME: &'static str = "AddLicenseRequestType";
 }
 impl x::Structure for AddLicenseRequestType {}
+impl Clone for AddLicenseRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            license_key: self.license_key.clone(),
+            labels: x::clone_vec(&self.labels),
+        }
+    }
+}
 impl x::Fields for AddLicenseRequestType {
     fn decode_field(
         &mut self,
@@ -1134,7 +1221,7 @@ impl x::Request for AddLicenseRequestType {
     }
 }
 /// `AddMonitoredEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddMonitoredEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1147,6 +1234,15 @@ impl x::SchemaType for AddMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "AddMonitoredEntitiesRequestType";
 }
 impl x::Structure for AddMonitoredEntitiesRequestType {}
+impl Clone for AddMonitoredEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            provider_id: self.provider_id.clone(),
+            entities: x::clone_vec(&self.entities),
+        }
+    }
+}
 impl x::Fields for AddMonitoredEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -1182,7 +1278,7 @@ impl x::Request for AddMonitoredEntitiesRequestType {
     }
 }
 /// `AddNetworkResourcePoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct AddNetworkResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1193,6 +1289,14 @@ impl x::SchemaType for AddNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "AddNetworkResourcePoolRequestType";
 }
 impl x::Structure for AddNetworkResourcePoolRequestType {}
+impl Clone for AddNetworkResourcePoolRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            config_spec: x::clone_vec(&self.config_spec),
+        }
+    }
+}
 impl x::Fields for AddNetworkResourcePoolRequestType {
     fn decode_field(
         &mut self,

@@ -254,7 +254,7 @@ impl x::Request for CustomizationSpecItemToXmlRequestType {
     }
 }
 /// `CustomizeGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct CustomizeGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -271,6 +271,17 @@ impl x::SchemaType for CustomizeGuestRequestType {
     const TYPE_NAME: &'static str = "CustomizeGuestRequestType";
 }
 impl x::Structure for CustomizeGuestRequestType {}
+impl Clone for CustomizeGuestRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: self.vm.clone(),
+            auth: self.auth.clone(),
+            spec: self.spec.clone(),
+            config_params: x::clone_vec(&self.config_params),
+        }
+    }
+}
 impl x::Fields for CustomizeGuestRequestType {
     fn decode_field(
         &mut self,
@@ -398,7 +409,7 @@ impl x::Request for DVPortgroupRollbackRequestType {
     }
 }
 /// `DVSManagerExportEntityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DVSManagerExportEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -409,6 +420,14 @@ impl x::SchemaType for DVSManagerExportEntityRequestType {
     const TYPE_NAME: &'static str = "DVSManagerExportEntityRequestType";
 }
 impl x::Structure for DVSManagerExportEntityRequestType {}
+impl Clone for DVSManagerExportEntityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            selection_set: x::clone_vec(&self.selection_set),
+        }
+    }
+}
 impl x::Fields for DVSManagerExportEntityRequestType {
     fn decode_field(
         &mut self,
@@ -442,7 +461,7 @@ impl x::Request for DVSManagerExportEntityRequestType {
     }
 }
 /// `DVSManagerImportEntityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DVSManagerImportEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -455,6 +474,15 @@ impl x::SchemaType for DVSManagerImportEntityRequestType {
     const TYPE_NAME: &'static str = "DVSManagerImportEntityRequestType";
 }
 impl x::Structure for DVSManagerImportEntityRequestType {}
+impl Clone for DVSManagerImportEntityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity_backup: x::clone_vec(&self.entity_backup),
+            import_type: self.import_type.clone(),
+        }
+    }
+}
 impl x::Fields for DVSManagerImportEntityRequestType {
     fn decode_field(
         &mut self,
@@ -1698,7 +1726,7 @@ impl x::Request for DeleteVmfsVolumeStateRequestType {
     }
 }
 /// `DeleteVsanObjectsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DeleteVsanObjectsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1711,6 +1739,15 @@ impl x::SchemaType for DeleteVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "DeleteVsanObjectsRequestType";
 }
 impl x::Structure for DeleteVsanObjectsRequestType {}
+impl Clone for DeleteVsanObjectsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+            force: self.force,
+        }
+    }
+}
 impl x::Fields for DeleteVsanObjectsRequestType {
     fn decode_field(
         &mut self,

@@ -594,7 +594,7 @@ impl x::Request for DetachDiskRequestType {
     }
 }
 /// `DetachScsiLunExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DetachScsiLunExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -605,6 +605,14 @@ impl x::SchemaType for DetachScsiLunExRequestType {
     const TYPE_NAME: &'static str = "DetachScsiLunExRequestType";
 }
 impl x::Structure for DetachScsiLunExRequestType {}
+impl Clone for DetachScsiLunExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            lun_uuid: x::clone_vec(&self.lun_uuid),
+        }
+    }
+}
 impl x::Fields for DetachScsiLunExRequestType {
     fn decode_field(
         &mut self,
@@ -889,7 +897,7 @@ impl x::Request for DirectPathProfileManagerListRequestType {
 /// `DirectPathProfileManagerQueryCapacityRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DirectPathProfileManagerQueryCapacityRequestType {
     /// `_this`.
     ///
@@ -908,6 +916,15 @@ impl x::SchemaType for DirectPathProfileManagerQueryCapacityRequestType {
     const TYPE_NAME: &'static str = "DirectPathProfileManagerQueryCapacityRequestType";
 }
 impl x::Structure for DirectPathProfileManagerQueryCapacityRequestType {}
+impl Clone for DirectPathProfileManagerQueryCapacityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            target: self.target.clone(),
+            query_spec: x::clone_vec(&self.query_spec),
+        }
+    }
+}
 impl x::Fields for DirectPathProfileManagerQueryCapacityRequestType {
     fn decode_field(
         &mut self,

@@ -46,7 +46,7 @@ impl x::Request for DisconnectHostRequestType {
     }
 }
 /// `DisconnectNvmeControllerExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DisconnectNvmeControllerExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -57,6 +57,14 @@ impl x::SchemaType for DisconnectNvmeControllerExRequestType {
     const TYPE_NAME: &'static str = "DisconnectNvmeControllerExRequestType";
 }
 impl x::Structure for DisconnectNvmeControllerExRequestType {}
+impl Clone for DisconnectNvmeControllerExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            disconnect_spec: x::clone_vec(&self.disconnect_spec),
+        }
+    }
+}
 impl x::Fields for DisconnectNvmeControllerExRequestType {
     fn decode_field(
         &mut self,
@@ -222,7 +230,7 @@ impl x::Request for DiscoverNvmeControllersRequestType {
     }
 }
 /// `DissociateProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DissociateProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -233,6 +241,14 @@ impl x::SchemaType for DissociateProfileRequestType {
     const TYPE_NAME: &'static str = "DissociateProfileRequestType";
 }
 impl x::Structure for DissociateProfileRequestType {}
+impl Clone for DissociateProfileRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: x::clone_vec(&self.entity),
+        }
+    }
+}
 impl x::Fields for DissociateProfileRequestType {
     fn decode_field(
         &mut self,
@@ -350,7 +366,7 @@ impl x::Request for DownloadDescriptionTreeRequestType {
     }
 }
 /// `DropConnectionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DropConnectionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -361,6 +377,14 @@ impl x::SchemaType for DropConnectionsRequestType {
     const TYPE_NAME: &'static str = "DropConnectionsRequestType";
 }
 impl x::Structure for DropConnectionsRequestType {}
+impl Clone for DropConnectionsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            list_of_connections: x::clone_vec(&self.list_of_connections),
+        }
+    }
+}
 impl x::Fields for DropConnectionsRequestType {
     fn decode_field(
         &mut self,
@@ -442,7 +466,7 @@ impl x::Request for DuplicateCustomizationSpecRequestType {
     }
 }
 /// `DvsReconfigureVmVnicNetworkResourcePoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DvsReconfigureVmVnicNetworkResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -453,6 +477,14 @@ impl x::SchemaType for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "DvsReconfigureVmVnicNetworkResourcePoolRequestType";
 }
 impl x::Structure for DvsReconfigureVmVnicNetworkResourcePoolRequestType {}
+impl Clone for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            config_spec: x::clone_vec(&self.config_spec),
+        }
+    }
+}
 impl x::Fields for DvsReconfigureVmVnicNetworkResourcePoolRequestType {
     fn decode_field(
         &mut self,

@@ -222,7 +222,7 @@ impl x::Request for EvcManagerRequestType {
     }
 }
 /// `ExecuteHostProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ExecuteHostProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -235,6 +235,15 @@ impl x::SchemaType for ExecuteHostProfileRequestType {
     const TYPE_NAME: &'static str = "ExecuteHostProfileRequestType";
 }
 impl x::Structure for ExecuteHostProfileRequestType {}
+impl Clone for ExecuteHostProfileRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            host: self.host.clone(),
+            deferred_param: x::clone_vec(&self.deferred_param),
+        }
+    }
+}
 impl x::Fields for ExecuteHostProfileRequestType {
     fn decode_field(
         &mut self,
@@ -270,7 +279,7 @@ impl x::Request for ExecuteHostProfileRequestType {
     }
 }
 /// `ExecuteSimpleCommandRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ExecuteSimpleCommandRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -281,6 +290,14 @@ impl x::SchemaType for ExecuteSimpleCommandRequestType {
     const TYPE_NAME: &'static str = "ExecuteSimpleCommandRequestType";
 }
 impl x::Structure for ExecuteSimpleCommandRequestType {}
+impl Clone for ExecuteSimpleCommandRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            arguments: x::clone_vec(&self.arguments),
+        }
+    }
+}
 impl x::Fields for ExecuteSimpleCommandRequestType {
     fn decode_field(
         &mut self,
@@ -750,7 +767,7 @@ impl x::Request for ExtendDiskRequestType {
     }
 }
 /// `ExtendHCIRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ExtendHCIRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -763,6 +780,15 @@ impl x::SchemaType for ExtendHCIRequestType {
     const TYPE_NAME: &'static str = "ExtendHCIRequestType";
 }
 impl x::Structure for ExtendHCIRequestType {}
+impl Clone for ExtendHCIRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            host_inputs: x::clone_vec(&self.host_inputs),
+            vsan_config_spec: self.vsan_config_spec.clone(),
+        }
+    }
+}
 impl x::Fields for ExtendHCIRequestType {
     fn decode_field(
         &mut self,
@@ -1166,7 +1192,7 @@ impl x::Request for FetchSystemEventLogRequestType {
     }
 }
 /// `FetchUserPrivilegeOnEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct FetchUserPrivilegeOnEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1179,6 +1205,15 @@ impl x::SchemaType for FetchUserPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "FetchUserPrivilegeOnEntitiesRequestType";
 }
 impl x::Structure for FetchUserPrivilegeOnEntitiesRequestType {}
+impl Clone for FetchUserPrivilegeOnEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entities: x::clone_vec(&self.entities),
+            user_name: self.user_name.clone(),
+        }
+    }
+}
 impl x::Fields for FetchUserPrivilegeOnEntitiesRequestType {
     fn decode_field(
         &mut self,

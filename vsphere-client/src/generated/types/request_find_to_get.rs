@@ -902,7 +902,7 @@ impl x::Request for GenerateConfigTaskListRequestType {
     }
 }
 /// `GenerateHostConfigTaskSpecRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct GenerateHostConfigTaskSpecRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -913,6 +913,14 @@ impl x::SchemaType for GenerateHostConfigTaskSpecRequestType {
     const TYPE_NAME: &'static str = "GenerateHostConfigTaskSpecRequestType";
 }
 impl x::Structure for GenerateHostConfigTaskSpecRequestType {}
+impl Clone for GenerateHostConfigTaskSpecRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            hosts_info: x::clone_vec(&self.hosts_info),
+        }
+    }
+}
 impl x::Fields for GenerateHostConfigTaskSpecRequestType {
     fn decode_field(
         &mut self,
@@ -1054,7 +1062,7 @@ impl x::Request for GenerateKeyRequestType {
     }
 }
 /// `GenerateLogBundlesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct GenerateLogBundlesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1067,6 +1075,15 @@ impl x::SchemaType for GenerateLogBundlesRequestType {
     const TYPE_NAME: &'static str = "GenerateLogBundlesRequestType";
 }
 impl x::Structure for GenerateLogBundlesRequestType {}
+impl Clone for GenerateLogBundlesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            include_default: self.include_default,
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl x::Fields for GenerateLogBundlesRequestType {
     fn decode_field(
         &mut self,
@@ -1250,7 +1267,7 @@ impl x::Request for GetAlarmStateRequestType {
 /// `GetCryptoKeyStatusRequestType`.
 ///
 /// Since vSphere API 8.0.1.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct GetCryptoKeyStatusRequestType {
     /// `_this`.
     ///
@@ -1265,6 +1282,14 @@ impl x::SchemaType for GetCryptoKeyStatusRequestType {
     const TYPE_NAME: &'static str = "GetCryptoKeyStatusRequestType";
 }
 impl x::Structure for GetCryptoKeyStatusRequestType {}
+impl Clone for GetCryptoKeyStatusRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            keys: x::clone_vec(&self.keys),
+        }
+    }
+}
 impl x::Fields for GetCryptoKeyStatusRequestType {
     fn decode_field(
         &mut self,
@@ -1642,7 +1667,7 @@ impl x::Request for GetVpcNetworkSpanRequestType {
     }
 }
 /// `GetVsanObjExtAttrsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct GetVsanObjExtAttrsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1653,6 +1678,14 @@ impl x::SchemaType for GetVsanObjExtAttrsRequestType {
     const TYPE_NAME: &'static str = "GetVsanObjExtAttrsRequestType";
 }
 impl x::Structure for GetVsanObjExtAttrsRequestType {}
+impl Clone for GetVsanObjExtAttrsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
 impl x::Fields for GetVsanObjExtAttrsRequestType {
     fn decode_field(
         &mut self,

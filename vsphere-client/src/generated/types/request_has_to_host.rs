@@ -54,7 +54,7 @@ impl x::Request for HasMonitoredEntityRequestType {
     }
 }
 /// `HasPrivilegeOnEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HasPrivilegeOnEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -69,6 +69,16 @@ impl x::SchemaType for HasPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "HasPrivilegeOnEntitiesRequestType";
 }
 impl x::Structure for HasPrivilegeOnEntitiesRequestType {}
+impl Clone for HasPrivilegeOnEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: x::clone_vec(&self.entity),
+            session_id: self.session_id.clone(),
+            priv_id: x::clone_vec(&self.priv_id),
+        }
+    }
+}
 impl x::Fields for HasPrivilegeOnEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -106,7 +116,7 @@ impl x::Request for HasPrivilegeOnEntitiesRequestType {
     }
 }
 /// `HasPrivilegeOnEntityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HasPrivilegeOnEntityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -121,6 +131,16 @@ impl x::SchemaType for HasPrivilegeOnEntityRequestType {
     const TYPE_NAME: &'static str = "HasPrivilegeOnEntityRequestType";
 }
 impl x::Structure for HasPrivilegeOnEntityRequestType {}
+impl Clone for HasPrivilegeOnEntityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: self.entity.clone(),
+            session_id: self.session_id.clone(),
+            priv_id: x::clone_vec(&self.priv_id),
+        }
+    }
+}
 impl x::Fields for HasPrivilegeOnEntityRequestType {
     fn decode_field(
         &mut self,
@@ -202,7 +222,7 @@ impl x::Request for HasProviderRequestType {
     }
 }
 /// `HasUserPrivilegeOnEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HasUserPrivilegeOnEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -217,6 +237,16 @@ impl x::SchemaType for HasUserPrivilegeOnEntitiesRequestType {
     const TYPE_NAME: &'static str = "HasUserPrivilegeOnEntitiesRequestType";
 }
 impl x::Structure for HasUserPrivilegeOnEntitiesRequestType {}
+impl Clone for HasUserPrivilegeOnEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entities: x::clone_vec(&self.entities),
+            user_name: self.user_name.clone(),
+            priv_id: x::clone_vec(&self.priv_id),
+        }
+    }
+}
 impl x::Fields for HasUserPrivilegeOnEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -254,7 +284,7 @@ impl x::Request for HasUserPrivilegeOnEntitiesRequestType {
     }
 }
 /// `HostClearVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostClearVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -269,6 +299,16 @@ impl x::SchemaType for HostClearVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "HostClearVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for HostClearVStorageObjectControlFlagsRequestType {}
+impl Clone for HostClearVStorageObjectControlFlagsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            control_flags: x::clone_vec(&self.control_flags),
+        }
+    }
+}
 impl x::Fields for HostClearVStorageObjectControlFlagsRequestType {
     fn decode_field(
         &mut self,
@@ -1415,7 +1455,7 @@ impl x::Request for HostRetrieveVStorageObjectMetadataValueRequestType {
     }
 }
 /// `HostRetrieveVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostRetrieveVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1432,6 +1472,16 @@ impl x::SchemaType for HostRetrieveVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "HostRetrieveVStorageObjectRequestType";
 }
 impl x::Structure for HostRetrieveVStorageObjectRequestType {}
+impl Clone for HostRetrieveVStorageObjectRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            disk_info_flags: x::clone_vec(&self.disk_info_flags),
+        }
+    }
+}
 impl x::Fields for HostRetrieveVStorageObjectRequestType {
     fn decode_field(
         &mut self,
@@ -1583,7 +1633,7 @@ impl x::Request for HostScheduleReconcileDatastoreInventoryRequestType {
     }
 }
 /// `HostSetVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostSetVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1598,6 +1648,16 @@ impl x::SchemaType for HostSetVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "HostSetVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for HostSetVStorageObjectControlFlagsRequestType {}
+impl Clone for HostSetVStorageObjectControlFlagsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            control_flags: x::clone_vec(&self.control_flags),
+        }
+    }
+}
 impl x::Fields for HostSetVStorageObjectControlFlagsRequestType {
     fn decode_field(
         &mut self,
@@ -1740,7 +1800,7 @@ impl x::Request for HostSpecGetUpdatedHostsRequestType {
     }
 }
 /// `HostUpdateVStorageObjectMetadataExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostUpdateVStorageObjectMetadataExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1757,6 +1817,17 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataExRequestType {
     const TYPE_NAME: &'static str = "HostUpdateVStorageObjectMetadataExRequestType";
 }
 impl x::Structure for HostUpdateVStorageObjectMetadataExRequestType {}
+impl Clone for HostUpdateVStorageObjectMetadataExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            metadata: x::clone_vec(&self.metadata),
+            delete_keys: x::clone_vec(&self.delete_keys),
+        }
+    }
+}
 impl x::Fields for HostUpdateVStorageObjectMetadataExRequestType {
     fn decode_field(
         &mut self,
@@ -1796,7 +1867,7 @@ impl x::Request for HostUpdateVStorageObjectMetadataExRequestType {
     }
 }
 /// `HostUpdateVStorageObjectMetadataRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostUpdateVStorageObjectMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1813,6 +1884,17 @@ impl x::SchemaType for HostUpdateVStorageObjectMetadataRequestType {
     const TYPE_NAME: &'static str = "HostUpdateVStorageObjectMetadataRequestType";
 }
 impl x::Structure for HostUpdateVStorageObjectMetadataRequestType {}
+impl Clone for HostUpdateVStorageObjectMetadataRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            metadata: x::clone_vec(&self.metadata),
+            delete_keys: x::clone_vec(&self.delete_keys),
+        }
+    }
+}
 impl x::Fields for HostUpdateVStorageObjectMetadataRequestType {
     fn decode_field(
         &mut self,
@@ -1852,7 +1934,7 @@ impl x::Request for HostUpdateVStorageObjectMetadataRequestType {
     }
 }
 /// `HostVStorageObjectCreateDiskFromSnapshotRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct HostVStorageObjectCreateDiskFromSnapshotRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1891,6 +1973,24 @@ impl x::SchemaType for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     const TYPE_NAME: &'static str = "HostVStorageObjectCreateDiskFromSnapshotRequestType";
 }
 impl x::Structure for HostVStorageObjectCreateDiskFromSnapshotRequestType {}
+impl Clone for HostVStorageObjectCreateDiskFromSnapshotRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            snapshot_id: self.snapshot_id.clone(),
+            name: self.name.clone(),
+            profile: x::clone_vec(&self.profile),
+            crypto: self.crypto.clone(),
+            path: self.path.clone(),
+            provisioning_type: self.provisioning_type.clone(),
+            is_linked_clone: self.is_linked_clone,
+            target_id: self.target_id.clone(),
+            target_datastore: self.target_datastore.clone(),
+        }
+    }
+}
 impl x::Fields for HostVStorageObjectCreateDiskFromSnapshotRequestType {
     fn decode_field(
         &mut self,

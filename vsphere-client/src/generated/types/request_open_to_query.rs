@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `OpenInventoryViewFolderRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct OpenInventoryViewFolderRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -17,6 +17,14 @@ impl x::SchemaType for OpenInventoryViewFolderRequestType {
     const TYPE_NAME: &'static str = "OpenInventoryViewFolderRequestType";
 }
 impl x::Structure for OpenInventoryViewFolderRequestType {}
+impl Clone for OpenInventoryViewFolderRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: x::clone_vec(&self.entity),
+        }
+    }
+}
 impl x::Fields for OpenInventoryViewFolderRequestType {
     fn decode_field(
         &mut self,
@@ -238,7 +246,7 @@ impl x::Request for PerformVsanUpgradePreflightCheckRequestType {
     }
 }
 /// `PerformVsanUpgradeRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PerformVsanUpgradeRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -257,6 +265,18 @@ impl x::SchemaType for PerformVsanUpgradeRequestType {
     const TYPE_NAME: &'static str = "PerformVsanUpgradeRequestType";
 }
 impl x::Structure for PerformVsanUpgradeRequestType {}
+impl Clone for PerformVsanUpgradeRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            cluster: self.cluster.clone(),
+            perform_object_upgrade: self.perform_object_upgrade,
+            downgrade_format: self.downgrade_format,
+            allow_reduced_redundancy: self.allow_reduced_redundancy,
+            exclude_hosts: x::clone_vec(&self.exclude_hosts),
+        }
+    }
+}
 impl x::Fields for PerformVsanUpgradeRequestType {
     fn decode_field(
         &mut self,
@@ -390,7 +410,7 @@ impl x::Request for PostEventRequestType {
     }
 }
 /// `PostHealthUpdatesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PostHealthUpdatesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -403,6 +423,15 @@ impl x::SchemaType for PostHealthUpdatesRequestType {
     const TYPE_NAME: &'static str = "PostHealthUpdatesRequestType";
 }
 impl x::Structure for PostHealthUpdatesRequestType {}
+impl Clone for PostHealthUpdatesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            provider_id: self.provider_id.clone(),
+            updates: x::clone_vec(&self.updates),
+        }
+    }
+}
 impl x::Fields for PostHealthUpdatesRequestType {
     fn decode_field(
         &mut self,
@@ -570,7 +599,7 @@ impl x::Request for PowerOffVMRequestType {
     }
 }
 /// `PowerOnMultiVMRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PowerOnMultiVMRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -583,6 +612,15 @@ impl x::SchemaType for PowerOnMultiVMRequestType {
     const TYPE_NAME: &'static str = "PowerOnMultiVMRequestType";
 }
 impl x::Structure for PowerOnMultiVMRequestType {}
+impl Clone for PowerOnMultiVMRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: x::clone_vec(&self.vm),
+            option: x::clone_vec(&self.option),
+        }
+    }
+}
 impl x::Fields for PowerOnMultiVMRequestType {
     fn decode_field(
         &mut self,
@@ -786,7 +824,7 @@ impl x::Request for PrepareCryptoRequestType {
     }
 }
 /// `PromoteDisksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct PromoteDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -799,6 +837,15 @@ impl x::SchemaType for PromoteDisksRequestType {
     const TYPE_NAME: &'static str = "PromoteDisksRequestType";
 }
 impl x::Structure for PromoteDisksRequestType {}
+impl Clone for PromoteDisksRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            unlink: self.unlink,
+            disks: x::clone_vec(&self.disks),
+        }
+    }
+}
 impl x::Fields for PromoteDisksRequestType {
     fn decode_field(
         &mut self,
@@ -929,7 +976,7 @@ impl x::Request for PutUsbScanCodesRequestType {
     }
 }
 /// `QueryAnswerFileStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryAnswerFileStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -940,6 +987,14 @@ impl x::SchemaType for QueryAnswerFileStatusRequestType {
     const TYPE_NAME: &'static str = "QueryAnswerFileStatusRequestType";
 }
 impl x::Structure for QueryAnswerFileStatusRequestType {}
+impl Clone for QueryAnswerFileStatusRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl x::Fields for QueryAnswerFileStatusRequestType {
     fn decode_field(
         &mut self,
@@ -1469,7 +1524,7 @@ impl x::Request for QueryChangedDiskAreasRequestType {
     }
 }
 /// `QueryCmmdsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryCmmdsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1480,6 +1535,14 @@ impl x::SchemaType for QueryCmmdsRequestType {
     const TYPE_NAME: &'static str = "QueryCmmdsRequestType";
 }
 impl x::Structure for QueryCmmdsRequestType {}
+impl Clone for QueryCmmdsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            queries: x::clone_vec(&self.queries),
+        }
+    }
+}
 impl x::Fields for QueryCmmdsRequestType {
     fn decode_field(
         &mut self,
@@ -1619,7 +1682,7 @@ impl x::Request for QueryCompatibleHostForNewDvsRequestType {
 /// `QueryCompatibleVmnicsFromHostsRequestType`.
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryCompatibleVmnicsFromHostsRequestType {
     /// `_this`.
     ///
@@ -1638,6 +1701,15 @@ impl x::SchemaType for QueryCompatibleVmnicsFromHostsRequestType {
     const TYPE_NAME: &'static str = "QueryCompatibleVmnicsFromHostsRequestType";
 }
 impl x::Structure for QueryCompatibleVmnicsFromHostsRequestType {}
+impl Clone for QueryCompatibleVmnicsFromHostsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            hosts: x::clone_vec(&self.hosts),
+            dvs: self.dvs.clone(),
+        }
+    }
+}
 impl x::Fields for QueryCompatibleVmnicsFromHostsRequestType {
     fn decode_field(
         &mut self,
@@ -1674,7 +1746,7 @@ impl x::Request for QueryCompatibleVmnicsFromHostsRequestType {
     }
 }
 /// `QueryComplianceStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryComplianceStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1687,6 +1759,15 @@ impl x::SchemaType for QueryComplianceStatusRequestType {
     const TYPE_NAME: &'static str = "QueryComplianceStatusRequestType";
 }
 impl x::Structure for QueryComplianceStatusRequestType {}
+impl Clone for QueryComplianceStatusRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            profile: x::clone_vec(&self.profile),
+            entity: x::clone_vec(&self.entity),
+        }
+    }
+}
 impl x::Fields for QueryComplianceStatusRequestType {
     fn decode_field(
         &mut self,
@@ -2100,7 +2181,7 @@ impl x::Request for QueryConnectionsRequestType {
     }
 }
 /// `QueryCryptoKeyStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryCryptoKeyStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2113,6 +2194,15 @@ impl x::SchemaType for QueryCryptoKeyStatusRequestType {
     const TYPE_NAME: &'static str = "QueryCryptoKeyStatusRequestType";
 }
 impl x::Structure for QueryCryptoKeyStatusRequestType {}
+impl Clone for QueryCryptoKeyStatusRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            key_ids: x::clone_vec(&self.key_ids),
+            check_key_bit_map: self.check_key_bit_map,
+        }
+    }
+}
 impl x::Fields for QueryCryptoKeyStatusRequestType {
     fn decode_field(
         &mut self,
@@ -2333,7 +2423,7 @@ impl x::Request for QueryDirectoryInfoRequestType {
     }
 }
 /// `QueryDisksForVsanRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryDisksForVsanRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2344,6 +2434,14 @@ impl x::SchemaType for QueryDisksForVsanRequestType {
     const TYPE_NAME: &'static str = "QueryDisksForVsanRequestType";
 }
 impl x::Structure for QueryDisksForVsanRequestType {}
+impl Clone for QueryDisksForVsanRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            canonical_name: x::clone_vec(&self.canonical_name),
+        }
+    }
+}
 impl x::Fields for QueryDisksForVsanRequestType {
     fn decode_field(
         &mut self,
@@ -2469,7 +2567,7 @@ impl x::Request for QueryDvsByUuidRequestType {
     }
 }
 /// `QueryDvsCheckCompatibilityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryDvsCheckCompatibilityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2484,6 +2582,16 @@ impl x::SchemaType for QueryDvsCheckCompatibilityRequestType {
     const TYPE_NAME: &'static str = "QueryDvsCheckCompatibilityRequestType";
 }
 impl x::Structure for QueryDvsCheckCompatibilityRequestType {}
+impl Clone for QueryDvsCheckCompatibilityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            host_container: self.host_container.clone(),
+            dvs_product_spec: self.dvs_product_spec.clone(),
+            host_filter_spec: x::clone_vec(&self.host_filter_spec),
+        }
+    }
+}
 impl x::Fields for QueryDvsCheckCompatibilityRequestType {
     fn decode_field(
         &mut self,
@@ -2715,7 +2823,7 @@ impl x::Request for QueryEventsRequestType {
     }
 }
 /// `QueryExpressionMetadataRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryExpressionMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2728,6 +2836,15 @@ impl x::SchemaType for QueryExpressionMetadataRequestType {
     const TYPE_NAME: &'static str = "QueryExpressionMetadataRequestType";
 }
 impl x::Structure for QueryExpressionMetadataRequestType {}
+impl Clone for QueryExpressionMetadataRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            expression_name: x::clone_vec(&self.expression_name),
+            profile: self.profile.clone(),
+        }
+    }
+}
 impl x::Fields for QueryExpressionMetadataRequestType {
     fn decode_field(
         &mut self,
@@ -2763,7 +2880,7 @@ impl x::Request for QueryExpressionMetadataRequestType {
     }
 }
 /// `QueryExtensionIpAllocationUsageRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryExtensionIpAllocationUsageRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2774,6 +2891,14 @@ impl x::SchemaType for QueryExtensionIpAllocationUsageRequestType {
     const TYPE_NAME: &'static str = "QueryExtensionIpAllocationUsageRequestType";
 }
 impl x::Structure for QueryExtensionIpAllocationUsageRequestType {}
+impl Clone for QueryExtensionIpAllocationUsageRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            extension_keys: x::clone_vec(&self.extension_keys),
+        }
+    }
+}
 impl x::Fields for QueryExtensionIpAllocationUsageRequestType {
     fn decode_field(
         &mut self,
@@ -3336,7 +3461,7 @@ impl x::Request for QueryHostPatchRequestType {
     }
 }
 /// `QueryHostProfileMetadataRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryHostProfileMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -3349,6 +3474,15 @@ impl x::SchemaType for QueryHostProfileMetadataRequestType {
     const TYPE_NAME: &'static str = "QueryHostProfileMetadataRequestType";
 }
 impl x::Structure for QueryHostProfileMetadataRequestType {}
+impl Clone for QueryHostProfileMetadataRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            profile_name: x::clone_vec(&self.profile_name),
+            profile: self.profile.clone(),
+        }
+    }
+}
 impl x::Fields for QueryHostProfileMetadataRequestType {
     fn decode_field(
         &mut self,
@@ -3381,133 +3515,5 @@ impl x::Request for QueryHostProfileMetadataRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
-    }
-}
-/// `QueryHostStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryHostStatusRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryHostStatusRequestType {
-    const TYPE_NAME: &'static str = "QueryHostStatusRequestType";
-}
-impl x::Structure for QueryHostStatusRequestType {}
-impl x::Fields for QueryHostStatusRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryHostStatusRequestType {
-    const NAME: &'static str = "QueryHostStatus";
-    const IDEMPOTENT: bool = true;
-    type Response = VsanHostClusterStatus;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryHostsWithAttachedLunRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryHostsWithAttachedLunRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `lunUuid`.
-    pub lun_uuid: String,
-}
-impl x::SchemaType for QueryHostsWithAttachedLunRequestType {
-    const TYPE_NAME: &'static str = "QueryHostsWithAttachedLunRequestType";
-}
-impl x::Structure for QueryHostsWithAttachedLunRequestType {}
-impl x::Fields for QueryHostsWithAttachedLunRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "lunUuid" => r.read(&mut self.lun_uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("lunUuid", &self.lun_uuid);
-    }
-}
-impl x::Request for QueryHostsWithAttachedLunRequestType {
-    const NAME: &'static str = "QueryHostsWithAttachedLun";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryIORMConfigOptionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryIORMConfigOptionRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryIORMConfigOptionRequestType {
-    const TYPE_NAME: &'static str = "QueryIORMConfigOptionRequestType";
-}
-impl x::Structure for QueryIORMConfigOptionRequestType {}
-impl x::Fields for QueryIORMConfigOptionRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("host", &self.host);
-    }
-}
-impl x::Request for QueryIORMConfigOptionRequestType {
-    const NAME: &'static str = "QueryIORMConfigOption";
-    const IDEMPOTENT: bool = true;
-    type Response = StorageIORMConfigOption;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
     }
 }

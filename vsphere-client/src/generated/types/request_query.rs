@@ -5,6 +5,134 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryHostStatusRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryHostStatusRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryHostStatusRequestType {
+    const TYPE_NAME: &'static str = "QueryHostStatusRequestType";
+}
+impl x::Structure for QueryHostStatusRequestType {}
+impl x::Fields for QueryHostStatusRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryHostStatusRequestType {
+    const NAME: &'static str = "QueryHostStatus";
+    const IDEMPOTENT: bool = true;
+    type Response = VsanHostClusterStatus;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryHostsWithAttachedLunRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryHostsWithAttachedLunRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `lunUuid`.
+    pub lun_uuid: String,
+}
+impl x::SchemaType for QueryHostsWithAttachedLunRequestType {
+    const TYPE_NAME: &'static str = "QueryHostsWithAttachedLunRequestType";
+}
+impl x::Structure for QueryHostsWithAttachedLunRequestType {}
+impl x::Fields for QueryHostsWithAttachedLunRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read(&mut self.lun_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("lunUuid", &self.lun_uuid);
+    }
+}
+impl x::Request for QueryHostsWithAttachedLunRequestType {
+    const NAME: &'static str = "QueryHostsWithAttachedLun";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryIORMConfigOptionRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryIORMConfigOptionRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryIORMConfigOptionRequestType {
+    const TYPE_NAME: &'static str = "QueryIORMConfigOptionRequestType";
+}
+impl x::Structure for QueryIORMConfigOptionRequestType {}
+impl x::Fields for QueryIORMConfigOptionRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("host", &self.host);
+    }
+}
+impl x::Request for QueryIORMConfigOptionRequestType {
+    const NAME: &'static str = "QueryIORMConfigOption";
+    const IDEMPOTENT: bool = true;
+    type Response = StorageIORMConfigOption;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `QueryIPAllocationsRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryIPAllocationsRequestType {
@@ -513,7 +641,7 @@ impl x::Request for QueryMemoryOverheadRequestType {
     }
 }
 /// `QueryMigrationDependenciesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryMigrationDependenciesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -524,6 +652,14 @@ impl x::SchemaType for QueryMigrationDependenciesRequestType {
     const TYPE_NAME: &'static str = "QueryMigrationDependenciesRequestType";
 }
 impl x::Structure for QueryMigrationDependenciesRequestType {}
+impl Clone for QueryMigrationDependenciesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            pnic_device: x::clone_vec(&self.pnic_device),
+        }
+    }
+}
 impl x::Fields for QueryMigrationDependenciesRequestType {
     fn decode_field(
         &mut self,
@@ -725,7 +861,7 @@ impl x::Request for QueryNetConfigRequestType {
     }
 }
 /// `QueryNetworkHintRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryNetworkHintRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -736,6 +872,14 @@ impl x::SchemaType for QueryNetworkHintRequestType {
     const TYPE_NAME: &'static str = "QueryNetworkHintRequestType";
 }
 impl x::Structure for QueryNetworkHintRequestType {}
+impl Clone for QueryNetworkHintRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            device: x::clone_vec(&self.device),
+        }
+    }
+}
 impl x::Fields for QueryNetworkHintRequestType {
     fn decode_field(
         &mut self,
@@ -820,7 +964,7 @@ impl x::Request for QueryNextRequestType {
     }
 }
 /// `QueryObjectsOnPhysicalVsanDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryObjectsOnPhysicalVsanDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -831,6 +975,14 @@ impl x::SchemaType for QueryObjectsOnPhysicalVsanDiskRequestType {
     const TYPE_NAME: &'static str = "QueryObjectsOnPhysicalVsanDiskRequestType";
 }
 impl x::Structure for QueryObjectsOnPhysicalVsanDiskRequestType {}
+impl Clone for QueryObjectsOnPhysicalVsanDiskRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            disks: x::clone_vec(&self.disks),
+        }
+    }
+}
 impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
     fn decode_field(
         &mut self,
@@ -1132,7 +1284,7 @@ impl x::Request for QueryPerfCounterByLevelRequestType {
     }
 }
 /// `QueryPerfCounterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryPerfCounterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1143,6 +1295,14 @@ impl x::SchemaType for QueryPerfCounterRequestType {
     const TYPE_NAME: &'static str = "QueryPerfCounterRequestType";
 }
 impl x::Structure for QueryPerfCounterRequestType {}
+impl Clone for QueryPerfCounterRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            counter_id: x::clone_vec(&self.counter_id),
+        }
+    }
+}
 impl x::Fields for QueryPerfCounterRequestType {
     fn decode_field(
         &mut self,
@@ -1220,7 +1380,7 @@ impl x::Request for QueryPerfProviderSummaryRequestType {
     }
 }
 /// `QueryPerfRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryPerfRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1231,6 +1391,14 @@ impl x::SchemaType for QueryPerfRequestType {
     const TYPE_NAME: &'static str = "QueryPerfRequestType";
 }
 impl x::Structure for QueryPerfRequestType {}
+impl Clone for QueryPerfRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            query_spec: x::clone_vec(&self.query_spec),
+        }
+    }
+}
 impl x::Fields for QueryPerfRequestType {
     fn decode_field(
         &mut self,
@@ -1264,7 +1432,7 @@ impl x::Request for QueryPerfRequestType {
     }
 }
 /// `QueryPhysicalVsanDisksRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryPhysicalVsanDisksRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1275,6 +1443,14 @@ impl x::SchemaType for QueryPhysicalVsanDisksRequestType {
     const TYPE_NAME: &'static str = "QueryPhysicalVsanDisksRequestType";
 }
 impl x::Structure for QueryPhysicalVsanDisksRequestType {}
+impl Clone for QueryPhysicalVsanDisksRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            props: x::clone_vec(&self.props),
+        }
+    }
+}
 impl x::Fields for QueryPhysicalVsanDisksRequestType {
     fn decode_field(
         &mut self,
@@ -1352,7 +1528,7 @@ impl x::Request for QueryPnicStatusRequestType {
     }
 }
 /// `QueryPolicyMetadataRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryPolicyMetadataRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1365,6 +1541,15 @@ impl x::SchemaType for QueryPolicyMetadataRequestType {
     const TYPE_NAME: &'static str = "QueryPolicyMetadataRequestType";
 }
 impl x::Structure for QueryPolicyMetadataRequestType {}
+impl Clone for QueryPolicyMetadataRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            policy_name: x::clone_vec(&self.policy_name),
+            profile: self.profile.clone(),
+        }
+    }
+}
 impl x::Fields for QueryPolicyMetadataRequestType {
     fn decode_field(
         &mut self,
@@ -1659,7 +1844,7 @@ impl x::Request for QueryResourceConfigOptionRequestType {
     }
 }
 /// `QueryServiceListRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryServiceListRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1672,6 +1857,15 @@ impl x::SchemaType for QueryServiceListRequestType {
     const TYPE_NAME: &'static str = "QueryServiceListRequestType";
 }
 impl x::Structure for QueryServiceListRequestType {}
+impl Clone for QueryServiceListRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            service_name: self.service_name.clone(),
+            location: x::clone_vec(&self.location),
+        }
+    }
+}
 impl x::Fields for QueryServiceListRequestType {
     fn decode_field(
         &mut self,
@@ -1842,7 +2036,7 @@ impl x::Request for QuerySupportedNetworkOffloadSpecRequestType {
     }
 }
 /// `QuerySyncingVsanObjectsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QuerySyncingVsanObjectsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1853,6 +2047,14 @@ impl x::SchemaType for QuerySyncingVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "QuerySyncingVsanObjectsRequestType";
 }
 impl x::Structure for QuerySyncingVsanObjectsRequestType {}
+impl Clone for QuerySyncingVsanObjectsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
 impl x::Fields for QuerySyncingVsanObjectsRequestType {
     fn decode_field(
         &mut self,
@@ -2218,7 +2420,7 @@ impl x::Request for QueryUsedVlanIdInDvsRequestType {
     }
 }
 /// `QueryVMotionCompatibilityExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryVMotionCompatibilityExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2231,6 +2433,15 @@ impl x::SchemaType for QueryVMotionCompatibilityExRequestType {
     const TYPE_NAME: &'static str = "QueryVMotionCompatibilityExRequestType";
 }
 impl x::Structure for QueryVMotionCompatibilityExRequestType {}
+impl Clone for QueryVMotionCompatibilityExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: x::clone_vec(&self.vm),
+            host: x::clone_vec(&self.host),
+        }
+    }
+}
 impl x::Fields for QueryVMotionCompatibilityExRequestType {
     fn decode_field(
         &mut self,
@@ -2266,7 +2477,7 @@ impl x::Request for QueryVMotionCompatibilityExRequestType {
     }
 }
 /// `QueryVMotionCompatibilityRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryVMotionCompatibilityRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2281,6 +2492,16 @@ impl x::SchemaType for QueryVMotionCompatibilityRequestType {
     const TYPE_NAME: &'static str = "QueryVMotionCompatibilityRequestType";
 }
 impl x::Structure for QueryVMotionCompatibilityRequestType {}
+impl Clone for QueryVMotionCompatibilityRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: self.vm.clone(),
+            host: x::clone_vec(&self.host),
+            compatibility: x::clone_vec(&self.compatibility),
+        }
+    }
+}
 impl x::Fields for QueryVMotionCompatibilityRequestType {
     fn decode_field(
         &mut self,
@@ -2749,7 +2970,7 @@ impl x::Request for QueryVnicStatusRequestType {
     }
 }
 /// `QueryVsanObjectUuidsByFilterRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryVsanObjectUuidsByFilterRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2764,6 +2985,16 @@ impl x::SchemaType for QueryVsanObjectUuidsByFilterRequestType {
     const TYPE_NAME: &'static str = "QueryVsanObjectUuidsByFilterRequestType";
 }
 impl x::Structure for QueryVsanObjectUuidsByFilterRequestType {}
+impl Clone for QueryVsanObjectUuidsByFilterRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+            limit: self.limit,
+            version: self.version,
+        }
+    }
+}
 impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
     fn decode_field(
         &mut self,
@@ -2801,7 +3032,7 @@ impl x::Request for QueryVsanObjectUuidsByFilterRequestType {
     }
 }
 /// `QueryVsanObjectsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryVsanObjectsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2812,6 +3043,14 @@ impl x::SchemaType for QueryVsanObjectsRequestType {
     const TYPE_NAME: &'static str = "QueryVsanObjectsRequestType";
 }
 impl x::Structure for QueryVsanObjectsRequestType {}
+impl Clone for QueryVsanObjectsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
 impl x::Fields for QueryVsanObjectsRequestType {
     fn decode_field(
         &mut self,
@@ -2845,7 +3084,7 @@ impl x::Request for QueryVsanObjectsRequestType {
     }
 }
 /// `QueryVsanStatisticsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct QueryVsanStatisticsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2856,6 +3095,14 @@ impl x::SchemaType for QueryVsanStatisticsRequestType {
     const TYPE_NAME: &'static str = "QueryVsanStatisticsRequestType";
 }
 impl x::Structure for QueryVsanStatisticsRequestType {}
+impl Clone for QueryVsanStatisticsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            labels: x::clone_vec(&self.labels),
+        }
+    }
+}
 impl x::Fields for QueryVsanStatisticsRequestType {
     fn decode_field(
         &mut self,

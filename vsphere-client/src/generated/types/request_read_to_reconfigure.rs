@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `ReadEnvironmentVariableInGuestRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReadEnvironmentVariableInGuestRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -21,6 +21,16 @@ impl x::SchemaType for ReadEnvironmentVariableInGuestRequestType {
     const TYPE_NAME: &'static str = "ReadEnvironmentVariableInGuestRequestType";
 }
 impl x::Structure for ReadEnvironmentVariableInGuestRequestType {}
+impl Clone for ReadEnvironmentVariableInGuestRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vm: self.vm.clone(),
+            auth: self.auth.clone(),
+            names: x::clone_vec(&self.names),
+        }
+    }
+}
 impl x::Fields for ReadEnvironmentVariableInGuestRequestType {
     fn decode_field(
         &mut self,
@@ -666,7 +676,7 @@ impl x::Request for ReconfigVMRequestType {
     }
 }
 /// `ReconfigurationSatisfiableRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReconfigurationSatisfiableRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -679,6 +689,15 @@ impl x::SchemaType for ReconfigurationSatisfiableRequestType {
     const TYPE_NAME: &'static str = "ReconfigurationSatisfiableRequestType";
 }
 impl x::Structure for ReconfigurationSatisfiableRequestType {}
+impl Clone for ReconfigurationSatisfiableRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            pcbs: x::clone_vec(&self.pcbs),
+            ignore_satisfiability: self.ignore_satisfiability,
+        }
+    }
+}
 impl x::Fields for ReconfigurationSatisfiableRequestType {
     fn decode_field(
         &mut self,
@@ -898,7 +917,7 @@ impl x::Request for ReconfigureComputeResourceRequestType {
     }
 }
 /// `ReconfigureDVPortRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReconfigureDVPortRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -909,6 +928,14 @@ impl x::SchemaType for ReconfigureDVPortRequestType {
     const TYPE_NAME: &'static str = "ReconfigureDVPortRequestType";
 }
 impl x::Structure for ReconfigureDVPortRequestType {}
+impl Clone for ReconfigureDVPortRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            port: x::clone_vec(&self.port),
+        }
+    }
+}
 impl x::Fields for ReconfigureDVPortRequestType {
     fn decode_field(
         &mut self,

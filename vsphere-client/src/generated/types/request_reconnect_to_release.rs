@@ -54,7 +54,7 @@ impl x::Request for ReconnectHostRequestType {
     }
 }
 /// `RectifyDvsHostRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RectifyDvsHostRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -65,6 +65,14 @@ impl x::SchemaType for RectifyDvsHostRequestType {
     const TYPE_NAME: &'static str = "RectifyDvsHostRequestType";
 }
 impl x::Structure for RectifyDvsHostRequestType {}
+impl Clone for RectifyDvsHostRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl x::Fields for RectifyDvsHostRequestType {
     fn decode_field(
         &mut self,
@@ -98,7 +106,7 @@ impl x::Request for RectifyDvsHostRequestType {
     }
 }
 /// `RectifyDvsOnHostRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RectifyDvsOnHostRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -109,6 +117,14 @@ impl x::SchemaType for RectifyDvsOnHostRequestType {
     const TYPE_NAME: &'static str = "RectifyDvsOnHostRequestType";
 }
 impl x::Structure for RectifyDvsOnHostRequestType {}
+impl Clone for RectifyDvsOnHostRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl x::Fields for RectifyDvsOnHostRequestType {
     fn decode_field(
         &mut self,
@@ -142,7 +158,7 @@ impl x::Request for RectifyDvsOnHostRequestType {
     }
 }
 /// `RefreshDVPortStateRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RefreshDVPortStateRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -153,6 +169,14 @@ impl x::SchemaType for RefreshDVPortStateRequestType {
     const TYPE_NAME: &'static str = "RefreshDVPortStateRequestType";
 }
 impl x::Structure for RefreshDVPortStateRequestType {}
+impl Clone for RefreshDVPortStateRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            port_keys: x::clone_vec(&self.port_keys),
+        }
+    }
+}
 impl x::Fields for RefreshDVPortStateRequestType {
     fn decode_field(
         &mut self,
@@ -946,7 +970,7 @@ impl x::Request for RegisterExtensionRequestType {
     }
 }
 /// `RegisterHealthUpdateProviderRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RegisterHealthUpdateProviderRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -959,6 +983,15 @@ impl x::SchemaType for RegisterHealthUpdateProviderRequestType {
     const TYPE_NAME: &'static str = "RegisterHealthUpdateProviderRequestType";
 }
 impl x::Structure for RegisterHealthUpdateProviderRequestType {}
+impl Clone for RegisterHealthUpdateProviderRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            name: self.name.clone(),
+            health_update_info: x::clone_vec(&self.health_update_info),
+        }
+    }
+}
 impl x::Fields for RegisterHealthUpdateProviderRequestType {
     fn decode_field(
         &mut self,

@@ -374,7 +374,7 @@ impl x::Request for RemoveCustomFieldDefRequestType {
     }
 }
 /// `RemoveDatastoreExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveDatastoreExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -385,6 +385,14 @@ impl x::SchemaType for RemoveDatastoreExRequestType {
     const TYPE_NAME: &'static str = "RemoveDatastoreExRequestType";
 }
 impl x::Structure for RemoveDatastoreExRequestType {}
+impl Clone for RemoveDatastoreExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            datastore: x::clone_vec(&self.datastore),
+        }
+    }
+}
 impl x::Fields for RemoveDatastoreExRequestType {
     fn decode_field(
         &mut self,
@@ -462,7 +470,7 @@ impl x::Request for RemoveDatastoreRequestType {
     }
 }
 /// `RemoveDiskMappingRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveDiskMappingRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -477,6 +485,16 @@ impl x::SchemaType for RemoveDiskMappingRequestType {
     const TYPE_NAME: &'static str = "RemoveDiskMappingRequestType";
 }
 impl x::Structure for RemoveDiskMappingRequestType {}
+impl Clone for RemoveDiskMappingRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            mapping: x::clone_vec(&self.mapping),
+            maintenance_spec: self.maintenance_spec.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
 impl x::Fields for RemoveDiskMappingRequestType {
     fn decode_field(
         &mut self,
@@ -514,7 +532,7 @@ impl x::Request for RemoveDiskMappingRequestType {
     }
 }
 /// `RemoveDiskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveDiskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -529,6 +547,16 @@ impl x::SchemaType for RemoveDiskRequestType {
     const TYPE_NAME: &'static str = "RemoveDiskRequestType";
 }
 impl x::Structure for RemoveDiskRequestType {}
+impl Clone for RemoveDiskRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            disk: x::clone_vec(&self.disk),
+            maintenance_spec: self.maintenance_spec.clone(),
+            timeout: self.timeout,
+        }
+    }
+}
 impl x::Fields for RemoveDiskRequestType {
     fn decode_field(
         &mut self,
@@ -618,7 +646,7 @@ impl x::Request for RemoveEntityPermissionRequestType {
     }
 }
 /// `RemoveFilterEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveFilterEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -631,6 +659,15 @@ impl x::SchemaType for RemoveFilterEntitiesRequestType {
     const TYPE_NAME: &'static str = "RemoveFilterEntitiesRequestType";
 }
 impl x::Structure for RemoveFilterEntitiesRequestType {}
+impl Clone for RemoveFilterEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            filter_id: self.filter_id.clone(),
+            entities: x::clone_vec(&self.entities),
+        }
+    }
+}
 impl x::Fields for RemoveFilterEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -870,7 +907,7 @@ impl x::Request for RemoveGuestAliasRequestType {
     }
 }
 /// `RemoveInternetScsiSendTargetsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveInternetScsiSendTargetsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -885,6 +922,16 @@ impl x::SchemaType for RemoveInternetScsiSendTargetsRequestType {
     const TYPE_NAME: &'static str = "RemoveInternetScsiSendTargetsRequestType";
 }
 impl x::Structure for RemoveInternetScsiSendTargetsRequestType {}
+impl Clone for RemoveInternetScsiSendTargetsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            i_scsi_hba_device: self.i_scsi_hba_device.clone(),
+            targets: x::clone_vec(&self.targets),
+            force: self.force,
+        }
+    }
+}
 impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
     fn decode_field(
         &mut self,
@@ -922,7 +969,7 @@ impl x::Request for RemoveInternetScsiSendTargetsRequestType {
     }
 }
 /// `RemoveInternetScsiStaticTargetsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveInternetScsiStaticTargetsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -935,6 +982,15 @@ impl x::SchemaType for RemoveInternetScsiStaticTargetsRequestType {
     const TYPE_NAME: &'static str = "RemoveInternetScsiStaticTargetsRequestType";
 }
 impl x::Structure for RemoveInternetScsiStaticTargetsRequestType {}
+impl Clone for RemoveInternetScsiStaticTargetsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            i_scsi_hba_device: self.i_scsi_hba_device.clone(),
+            targets: x::clone_vec(&self.targets),
+        }
+    }
+}
 impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
     fn decode_field(
         &mut self,
@@ -1018,7 +1074,7 @@ impl x::Request for RemoveKeyRequestType {
     }
 }
 /// `RemoveKeysRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveKeysRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1031,6 +1087,15 @@ impl x::SchemaType for RemoveKeysRequestType {
     const TYPE_NAME: &'static str = "RemoveKeysRequestType";
 }
 impl x::Structure for RemoveKeysRequestType {}
+impl Clone for RemoveKeysRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            keys: x::clone_vec(&self.keys),
+            force: self.force,
+        }
+    }
+}
 impl x::Fields for RemoveKeysRequestType {
     fn decode_field(
         &mut self,
@@ -1206,7 +1271,7 @@ impl x::Request for RemoveLicenseRequestType {
     }
 }
 /// `RemoveMonitoredEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveMonitoredEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1219,6 +1284,15 @@ impl x::SchemaType for RemoveMonitoredEntitiesRequestType {
     const TYPE_NAME: &'static str = "RemoveMonitoredEntitiesRequestType";
 }
 impl x::Structure for RemoveMonitoredEntitiesRequestType {}
+impl Clone for RemoveMonitoredEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            provider_id: self.provider_id.clone(),
+            entities: x::clone_vec(&self.entities),
+        }
+    }
+}
 impl x::Fields for RemoveMonitoredEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -1254,7 +1328,7 @@ impl x::Request for RemoveMonitoredEntitiesRequestType {
     }
 }
 /// `RemoveNetworkResourcePoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RemoveNetworkResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1265,6 +1339,14 @@ impl x::SchemaType for RemoveNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "RemoveNetworkResourcePoolRequestType";
 }
 impl x::Structure for RemoveNetworkResourcePoolRequestType {}
+impl Clone for RemoveNetworkResourcePoolRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            key: x::clone_vec(&self.key),
+        }
+    }
+}
 impl x::Fields for RemoveNetworkResourcePoolRequestType {
     fn decode_field(
         &mut self,

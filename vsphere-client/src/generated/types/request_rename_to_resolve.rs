@@ -455,7 +455,7 @@ impl x::Request for RepairVmDiskChainsRequestType {
     }
 }
 /// `ReplaceCACertificatesAndCRLsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReplaceCACertificatesAndCRLsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -468,6 +468,15 @@ impl x::SchemaType for ReplaceCACertificatesAndCRLsRequestType {
     const TYPE_NAME: &'static str = "ReplaceCACertificatesAndCRLsRequestType";
 }
 impl x::Structure for ReplaceCACertificatesAndCRLsRequestType {}
+impl Clone for ReplaceCACertificatesAndCRLsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            ca_cert: x::clone_vec(&self.ca_cert),
+            ca_crl: x::clone_vec(&self.ca_crl),
+        }
+    }
+}
 impl x::Fields for ReplaceCACertificatesAndCRLsRequestType {
     fn decode_field(
         &mut self,
@@ -503,7 +512,7 @@ impl x::Request for ReplaceCACertificatesAndCRLsRequestType {
     }
 }
 /// `ReplaceSmartCardTrustAnchorsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ReplaceSmartCardTrustAnchorsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -514,6 +523,14 @@ impl x::SchemaType for ReplaceSmartCardTrustAnchorsRequestType {
     const TYPE_NAME: &'static str = "ReplaceSmartCardTrustAnchorsRequestType";
 }
 impl x::Structure for ReplaceSmartCardTrustAnchorsRequestType {}
+impl Clone for ReplaceSmartCardTrustAnchorsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            certs: x::clone_vec(&self.certs),
+        }
+    }
+}
 impl x::Fields for ReplaceSmartCardTrustAnchorsRequestType {
     fn decode_field(
         &mut self,
@@ -751,7 +768,7 @@ impl x::Request for ResetCollectorRequestType {
     }
 }
 /// `ResetCounterLevelMappingRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ResetCounterLevelMappingRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -762,6 +779,14 @@ impl x::SchemaType for ResetCounterLevelMappingRequestType {
     const TYPE_NAME: &'static str = "ResetCounterLevelMappingRequestType";
 }
 impl x::Structure for ResetCounterLevelMappingRequestType {}
+impl Clone for ResetCounterLevelMappingRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            counters: x::clone_vec(&self.counters),
+        }
+    }
+}
 impl x::Fields for ResetCounterLevelMappingRequestType {
     fn decode_field(
         &mut self,
@@ -795,7 +820,7 @@ impl x::Request for ResetCounterLevelMappingRequestType {
     }
 }
 /// `ResetEntityPermissionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ResetEntityPermissionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -808,6 +833,15 @@ impl x::SchemaType for ResetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "ResetEntityPermissionsRequestType";
 }
 impl x::Structure for ResetEntityPermissionsRequestType {}
+impl Clone for ResetEntityPermissionsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: self.entity.clone(),
+            permission: x::clone_vec(&self.permission),
+        }
+    }
+}
 impl x::Fields for ResetEntityPermissionsRequestType {
     fn decode_field(
         &mut self,
@@ -967,7 +1001,7 @@ impl x::Request for ResetListViewFromViewRequestType {
     }
 }
 /// `ResetListViewRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ResetListViewRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -978,6 +1012,14 @@ impl x::SchemaType for ResetListViewRequestType {
     const TYPE_NAME: &'static str = "ResetListViewRequestType";
 }
 impl x::Structure for ResetListViewRequestType {}
+impl Clone for ResetListViewRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            obj: x::clone_vec(&self.obj),
+        }
+    }
+}
 impl x::Fields for ResetListViewRequestType {
     fn decode_field(
         &mut self,
@@ -1231,7 +1273,7 @@ impl x::Request for ResolveInstallationErrorsOnHostRequestType {
     }
 }
 /// `ResolveMultipleUnresolvedVmfsVolumesExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1242,6 +1284,14 @@ impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     const TYPE_NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesExRequestType";
 }
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesExRequestType {}
+impl Clone for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            resolution_spec: x::clone_vec(&self.resolution_spec),
+        }
+    }
+}
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     fn decode_field(
         &mut self,
@@ -1275,7 +1325,7 @@ impl x::Request for ResolveMultipleUnresolvedVmfsVolumesExRequestType {
     }
 }
 /// `ResolveMultipleUnresolvedVmfsVolumesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ResolveMultipleUnresolvedVmfsVolumesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1286,6 +1336,14 @@ impl x::SchemaType for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     const TYPE_NAME: &'static str = "ResolveMultipleUnresolvedVmfsVolumesRequestType";
 }
 impl x::Structure for ResolveMultipleUnresolvedVmfsVolumesRequestType {}
+impl Clone for ResolveMultipleUnresolvedVmfsVolumesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            resolution_spec: x::clone_vec(&self.resolution_spec),
+        }
+    }
+}
 impl x::Fields for ResolveMultipleUnresolvedVmfsVolumesRequestType {
     fn decode_field(
         &mut self,

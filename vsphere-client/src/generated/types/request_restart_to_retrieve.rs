@@ -527,7 +527,7 @@ impl x::Request for RetrieveDescriptionRequestType {
     }
 }
 /// `RetrieveDiskPartitionInfoRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveDiskPartitionInfoRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -538,6 +538,14 @@ impl x::SchemaType for RetrieveDiskPartitionInfoRequestType {
     const TYPE_NAME: &'static str = "RetrieveDiskPartitionInfoRequestType";
 }
 impl x::Structure for RetrieveDiskPartitionInfoRequestType {}
+impl Clone for RetrieveDiskPartitionInfoRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            device_path: x::clone_vec(&self.device_path),
+        }
+    }
+}
 impl x::Fields for RetrieveDiskPartitionInfoRequestType {
     fn decode_field(
         &mut self,
@@ -823,7 +831,7 @@ impl x::Request for RetrieveHostAccessControlEntriesRequestType {
     }
 }
 /// `RetrieveHostCustomizationsForProfileRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveHostCustomizationsForProfileRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -836,6 +844,15 @@ impl x::SchemaType for RetrieveHostCustomizationsForProfileRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostCustomizationsForProfileRequestType";
 }
 impl x::Structure for RetrieveHostCustomizationsForProfileRequestType {}
+impl Clone for RetrieveHostCustomizationsForProfileRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            hosts: x::clone_vec(&self.hosts),
+            apply_profile: self.apply_profile.clone(),
+        }
+    }
+}
 impl x::Fields for RetrieveHostCustomizationsForProfileRequestType {
     fn decode_field(
         &mut self,
@@ -871,7 +888,7 @@ impl x::Request for RetrieveHostCustomizationsForProfileRequestType {
     }
 }
 /// `RetrieveHostCustomizationsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveHostCustomizationsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -882,6 +899,14 @@ impl x::SchemaType for RetrieveHostCustomizationsRequestType {
     const TYPE_NAME: &'static str = "RetrieveHostCustomizationsRequestType";
 }
 impl x::Structure for RetrieveHostCustomizationsRequestType {}
+impl Clone for RetrieveHostCustomizationsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl x::Fields for RetrieveHostCustomizationsRequestType {
     fn decode_field(
         &mut self,
@@ -1011,7 +1036,7 @@ impl x::Request for RetrieveKmipServerCertRequestType {
     }
 }
 /// `RetrieveKmipServersStatusRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveKmipServersStatusRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1022,6 +1047,14 @@ impl x::SchemaType for RetrieveKmipServersStatusRequestType {
     const TYPE_NAME: &'static str = "RetrieveKmipServersStatusRequestType";
 }
 impl x::Structure for RetrieveKmipServersStatusRequestType {}
+impl Clone for RetrieveKmipServersStatusRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            clusters: x::clone_vec(&self.clusters),
+        }
+    }
+}
 impl x::Fields for RetrieveKmipServersStatusRequestType {
     fn decode_field(
         &mut self,
@@ -1139,7 +1172,7 @@ impl x::Request for RetrieveProductComponentsRequestType {
     }
 }
 /// `RetrievePropertiesExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrievePropertiesExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1152,6 +1185,15 @@ impl x::SchemaType for RetrievePropertiesExRequestType {
     const TYPE_NAME: &'static str = "RetrievePropertiesExRequestType";
 }
 impl x::Structure for RetrievePropertiesExRequestType {}
+impl Clone for RetrievePropertiesExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            spec_set: x::clone_vec(&self.spec_set),
+            options: self.options.clone(),
+        }
+    }
+}
 impl x::Fields for RetrievePropertiesExRequestType {
     fn decode_field(
         &mut self,
@@ -1187,7 +1229,7 @@ impl x::Request for RetrievePropertiesExRequestType {
     }
 }
 /// `RetrievePropertiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrievePropertiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1198,6 +1240,14 @@ impl x::SchemaType for RetrievePropertiesRequestType {
     const TYPE_NAME: &'static str = "RetrievePropertiesRequestType";
 }
 impl x::Structure for RetrievePropertiesRequestType {}
+impl Clone for RetrievePropertiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            spec_set: x::clone_vec(&self.spec_set),
+        }
+    }
+}
 impl x::Fields for RetrievePropertiesRequestType {
     fn decode_field(
         &mut self,
@@ -1611,7 +1661,7 @@ impl x::Request for RetrieveVStorageInfrastructureObjectPolicyRequestType {
     }
 }
 /// `RetrieveVStorageObjectAssociationsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveVStorageObjectAssociationsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1622,6 +1672,14 @@ impl x::SchemaType for RetrieveVStorageObjectAssociationsRequestType {
     const TYPE_NAME: &'static str = "RetrieveVStorageObjectAssociationsRequestType";
 }
 impl x::Structure for RetrieveVStorageObjectAssociationsRequestType {}
+impl Clone for RetrieveVStorageObjectAssociationsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            ids: x::clone_vec(&self.ids),
+        }
+    }
+}
 impl x::Fields for RetrieveVStorageObjectAssociationsRequestType {
     fn decode_field(
         &mut self,
@@ -1655,7 +1713,7 @@ impl x::Request for RetrieveVStorageObjectAssociationsRequestType {
     }
 }
 /// `RetrieveVStorageObjectRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveVStorageObjectRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1672,6 +1730,16 @@ impl x::SchemaType for RetrieveVStorageObjectRequestType {
     const TYPE_NAME: &'static str = "RetrieveVStorageObjectRequestType";
 }
 impl x::Structure for RetrieveVStorageObjectRequestType {}
+impl Clone for RetrieveVStorageObjectRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            disk_info_flags: x::clone_vec(&self.disk_info_flags),
+        }
+    }
+}
 impl x::Fields for RetrieveVStorageObjectRequestType {
     fn decode_field(
         &mut self,

@@ -297,7 +297,7 @@ impl x::Request for RunScheduledTaskRequestType {
     }
 }
 /// `RunVsanPhysicalDiskDiagnosticsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RunVsanPhysicalDiskDiagnosticsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -308,6 +308,14 @@ impl x::SchemaType for RunVsanPhysicalDiskDiagnosticsRequestType {
     const TYPE_NAME: &'static str = "RunVsanPhysicalDiskDiagnosticsRequestType";
 }
 impl x::Structure for RunVsanPhysicalDiskDiagnosticsRequestType {}
+impl Clone for RunVsanPhysicalDiskDiagnosticsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            disks: x::clone_vec(&self.disks),
+        }
+    }
+}
 impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
     fn decode_field(
         &mut self,
@@ -341,7 +349,7 @@ impl x::Request for RunVsanPhysicalDiskDiagnosticsRequestType {
     }
 }
 /// `ScanHostPatchRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ScanHostPatchRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -354,6 +362,15 @@ impl x::SchemaType for ScanHostPatchRequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchRequestType";
 }
 impl x::Structure for ScanHostPatchRequestType {}
+impl Clone for ScanHostPatchRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            repository: self.repository.clone(),
+            update_id: x::clone_vec(&self.update_id),
+        }
+    }
+}
 impl x::Fields for ScanHostPatchRequestType {
     fn decode_field(
         &mut self,
@@ -389,7 +406,7 @@ impl x::Request for ScanHostPatchRequestType {
     }
 }
 /// `ScanHostPatchV2RequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ScanHostPatchV2RequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -404,6 +421,16 @@ impl x::SchemaType for ScanHostPatchV2RequestType {
     const TYPE_NAME: &'static str = "ScanHostPatchV2RequestType";
 }
 impl x::Structure for ScanHostPatchV2RequestType {}
+impl Clone for ScanHostPatchV2RequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            meta_urls: x::clone_vec(&self.meta_urls),
+            bundle_urls: x::clone_vec(&self.bundle_urls),
+            spec: self.spec.clone(),
+        }
+    }
+}
 impl x::Fields for ScanHostPatchV2RequestType {
     fn decode_field(
         &mut self,
@@ -1003,7 +1030,7 @@ impl x::Request for SetDefaultKmsClusterRequestType {
     }
 }
 /// `SetDisplayTopologyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct SetDisplayTopologyRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1014,6 +1041,14 @@ impl x::SchemaType for SetDisplayTopologyRequestType {
     const TYPE_NAME: &'static str = "SetDisplayTopologyRequestType";
 }
 impl x::Structure for SetDisplayTopologyRequestType {}
+impl Clone for SetDisplayTopologyRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            displays: x::clone_vec(&self.displays),
+        }
+    }
+}
 impl x::Fields for SetDisplayTopologyRequestType {
     fn decode_field(
         &mut self,
@@ -1047,7 +1082,7 @@ impl x::Request for SetDisplayTopologyRequestType {
     }
 }
 /// `SetEntityPermissionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct SetEntityPermissionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1060,6 +1095,15 @@ impl x::SchemaType for SetEntityPermissionsRequestType {
     const TYPE_NAME: &'static str = "SetEntityPermissionsRequestType";
 }
 impl x::Structure for SetEntityPermissionsRequestType {}
+impl Clone for SetEntityPermissionsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: self.entity.clone(),
+            permission: x::clone_vec(&self.permission),
+        }
+    }
+}
 impl x::Fields for SetEntityPermissionsRequestType {
     fn decode_field(
         &mut self,
@@ -1798,7 +1842,7 @@ impl x::Request for SetTaskStateRequestType {
     }
 }
 /// `SetVStorageObjectControlFlagsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct SetVStorageObjectControlFlagsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1813,6 +1857,16 @@ impl x::SchemaType for SetVStorageObjectControlFlagsRequestType {
     const TYPE_NAME: &'static str = "SetVStorageObjectControlFlagsRequestType";
 }
 impl x::Structure for SetVStorageObjectControlFlagsRequestType {}
+impl Clone for SetVStorageObjectControlFlagsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            id: self.id.clone(),
+            datastore: self.datastore.clone(),
+            control_flags: x::clone_vec(&self.control_flags),
+        }
+    }
+}
 impl x::Fields for SetVStorageObjectControlFlagsRequestType {
     fn decode_field(
         &mut self,

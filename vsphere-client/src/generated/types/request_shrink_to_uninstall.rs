@@ -142,7 +142,7 @@ impl x::Request for ShutdownHostRequestType {
     }
 }
 /// `StageHostPatchRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct StageHostPatchRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -159,6 +159,17 @@ impl x::SchemaType for StageHostPatchRequestType {
     const TYPE_NAME: &'static str = "StageHostPatchRequestType";
 }
 impl x::Structure for StageHostPatchRequestType {}
+impl Clone for StageHostPatchRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            meta_urls: x::clone_vec(&self.meta_urls),
+            bundle_urls: x::clone_vec(&self.bundle_urls),
+            vib_urls: x::clone_vec(&self.vib_urls),
+            spec: self.spec.clone(),
+        }
+    }
+}
 impl x::Fields for StageHostPatchRequestType {
     fn decode_field(
         &mut self,
@@ -814,7 +825,7 @@ impl x::Request for TerminateProcessInGuestRequestType {
     }
 }
 /// `TerminateSessionRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct TerminateSessionRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -825,6 +836,14 @@ impl x::SchemaType for TerminateSessionRequestType {
     const TYPE_NAME: &'static str = "TerminateSessionRequestType";
 }
 impl x::Structure for TerminateSessionRequestType {}
+impl Clone for TerminateSessionRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            session_id: x::clone_vec(&self.session_id),
+        }
+    }
+}
 impl x::Fields for TerminateSessionRequestType {
     fn decode_field(
         &mut self,
@@ -938,7 +957,7 @@ impl x::Request for TestTimeServiceRequestType {
     }
 }
 /// `TurnDiskLocatorLedOffRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct TurnDiskLocatorLedOffRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -949,6 +968,14 @@ impl x::SchemaType for TurnDiskLocatorLedOffRequestType {
     const TYPE_NAME: &'static str = "TurnDiskLocatorLedOffRequestType";
 }
 impl x::Structure for TurnDiskLocatorLedOffRequestType {}
+impl Clone for TurnDiskLocatorLedOffRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            scsi_disk_uuids: x::clone_vec(&self.scsi_disk_uuids),
+        }
+    }
+}
 impl x::Fields for TurnDiskLocatorLedOffRequestType {
     fn decode_field(
         &mut self,
@@ -982,7 +1009,7 @@ impl x::Request for TurnDiskLocatorLedOffRequestType {
     }
 }
 /// `TurnDiskLocatorLedOnRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct TurnDiskLocatorLedOnRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -993,6 +1020,14 @@ impl x::SchemaType for TurnDiskLocatorLedOnRequestType {
     const TYPE_NAME: &'static str = "TurnDiskLocatorLedOnRequestType";
 }
 impl x::Structure for TurnDiskLocatorLedOnRequestType {}
+impl Clone for TurnDiskLocatorLedOnRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            scsi_disk_uuids: x::clone_vec(&self.scsi_disk_uuids),
+        }
+    }
+}
 impl x::Fields for TurnDiskLocatorLedOnRequestType {
     fn decode_field(
         &mut self,
@@ -1166,7 +1201,7 @@ impl x::Request for UnbindVnicRequestType {
     }
 }
 /// `UninstallHostPatchRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UninstallHostPatchRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1179,6 +1214,15 @@ impl x::SchemaType for UninstallHostPatchRequestType {
     const TYPE_NAME: &'static str = "UninstallHostPatchRequestType";
 }
 impl x::Structure for UninstallHostPatchRequestType {}
+impl Clone for UninstallHostPatchRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            bulletin_ids: x::clone_vec(&self.bulletin_ids),
+            spec: self.spec.clone(),
+        }
+    }
+}
 impl x::Fields for UninstallHostPatchRequestType {
     fn decode_field(
         &mut self,

@@ -934,7 +934,7 @@ impl x::Fields for RetrieveOptions {
     }
 }
 /// `RetrieveResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RetrieveResult {
     /// `token`.
     pub token: Option<String>,
@@ -945,6 +945,14 @@ impl x::SchemaType for RetrieveResult {
     const TYPE_NAME: &'static str = "RetrieveResult";
 }
 impl x::Structure for RetrieveResult {}
+impl Clone for RetrieveResult {
+    fn clone(&self) -> Self {
+        Self {
+            token: self.token.clone(),
+            objects: x::clone_vec(&self.objects),
+        }
+    }
+}
 impl x::Fields for RetrieveResult {
     fn decode_field(
         &mut self,
@@ -1002,7 +1010,7 @@ impl x::ArrayItem for RetrieveVStorageObjSpec {
 /// `RoleAddedEvent` (extends `RoleEvent`).
 ///
 /// The fields of `RoleEvent` are in `role_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RoleAddedEvent {
     /// The fields `RoleAddedEvent` inherits from `RoleEvent`.
     pub role_event: RoleEvent,
@@ -1013,6 +1021,14 @@ impl x::SchemaType for RoleAddedEvent {
     const TYPE_NAME: &'static str = "RoleAddedEvent";
 }
 impl x::Structure for RoleAddedEvent {}
+impl Clone for RoleAddedEvent {
+    fn clone(&self) -> Self {
+        Self {
+            role_event: self.role_event.clone(),
+            privilege_list: x::clone_vec(&self.privilege_list),
+        }
+    }
+}
 impl std::ops::Deref for RoleAddedEvent {
     type Target = RoleEvent;
     #[inline]
@@ -1161,7 +1177,7 @@ impl x::Fields for RoleRemovedEvent {
 /// `RoleUpdatedEvent` (extends `RoleEvent`).
 ///
 /// The fields of `RoleEvent` are in `role_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct RoleUpdatedEvent {
     /// The fields `RoleUpdatedEvent` inherits from `RoleEvent`.
     pub role_event: RoleEvent,
@@ -1178,6 +1194,17 @@ impl x::SchemaType for RoleUpdatedEvent {
     const TYPE_NAME: &'static str = "RoleUpdatedEvent";
 }
 impl x::Structure for RoleUpdatedEvent {}
+impl Clone for RoleUpdatedEvent {
+    fn clone(&self) -> Self {
+        Self {
+            role_event: self.role_event.clone(),
+            privilege_list: x::clone_vec(&self.privilege_list),
+            prev_role_name: self.prev_role_name.clone(),
+            privileges_added: x::clone_vec(&self.privileges_added),
+            privileges_removed: x::clone_vec(&self.privileges_removed),
+        }
+    }
+}
 impl std::ops::Deref for RoleUpdatedEvent {
     type Target = RoleEvent;
     #[inline]

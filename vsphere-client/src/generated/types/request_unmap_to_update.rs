@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `UnmapVmfsVolumeExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UnmapVmfsVolumeExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -17,6 +17,14 @@ impl x::SchemaType for UnmapVmfsVolumeExRequestType {
     const TYPE_NAME: &'static str = "UnmapVmfsVolumeExRequestType";
 }
 impl x::Structure for UnmapVmfsVolumeExRequestType {}
+impl Clone for UnmapVmfsVolumeExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vmfs_uuid: x::clone_vec(&self.vmfs_uuid),
+        }
+    }
+}
 impl x::Fields for UnmapVmfsVolumeExRequestType {
     fn decode_field(
         &mut self,
@@ -50,7 +58,7 @@ impl x::Request for UnmapVmfsVolumeExRequestType {
     }
 }
 /// `UnmarkServiceProviderEntitiesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UnmarkServiceProviderEntitiesRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -61,6 +69,14 @@ impl x::SchemaType for UnmarkServiceProviderEntitiesRequestType {
     const TYPE_NAME: &'static str = "UnmarkServiceProviderEntitiesRequestType";
 }
 impl x::Structure for UnmarkServiceProviderEntitiesRequestType {}
+impl Clone for UnmarkServiceProviderEntitiesRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            entity: x::clone_vec(&self.entity),
+        }
+    }
+}
 impl x::Fields for UnmarkServiceProviderEntitiesRequestType {
     fn decode_field(
         &mut self,
@@ -94,7 +110,7 @@ impl x::Request for UnmarkServiceProviderEntitiesRequestType {
     }
 }
 /// `UnmountDiskMappingRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UnmountDiskMappingRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -105,6 +121,14 @@ impl x::SchemaType for UnmountDiskMappingRequestType {
     const TYPE_NAME: &'static str = "UnmountDiskMappingRequestType";
 }
 impl x::Structure for UnmountDiskMappingRequestType {}
+impl Clone for UnmountDiskMappingRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            mapping: x::clone_vec(&self.mapping),
+        }
+    }
+}
 impl x::Fields for UnmountDiskMappingRequestType {
     fn decode_field(
         &mut self,
@@ -266,7 +290,7 @@ impl x::Request for UnmountVffsVolumeRequestType {
     }
 }
 /// `UnmountVmfsVolumeExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UnmountVmfsVolumeExRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -277,6 +301,14 @@ impl x::SchemaType for UnmountVmfsVolumeExRequestType {
     const TYPE_NAME: &'static str = "UnmountVmfsVolumeExRequestType";
 }
 impl x::Structure for UnmountVmfsVolumeExRequestType {}
+impl Clone for UnmountVmfsVolumeExRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            vmfs_uuid: x::clone_vec(&self.vmfs_uuid),
+        }
+    }
+}
 impl x::Fields for UnmountVmfsVolumeExRequestType {
     fn decode_field(
         &mut self,
@@ -767,7 +799,7 @@ impl x::Request for UpdateAssignedLicenseRequestType {
     }
 }
 /// `UpdateAuthorizationRoleRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateAuthorizationRoleRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -782,6 +814,16 @@ impl x::SchemaType for UpdateAuthorizationRoleRequestType {
     const TYPE_NAME: &'static str = "UpdateAuthorizationRoleRequestType";
 }
 impl x::Structure for UpdateAuthorizationRoleRequestType {}
+impl Clone for UpdateAuthorizationRoleRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            role_id: self.role_id,
+            new_name: self.new_name.clone(),
+            priv_ids: x::clone_vec(&self.priv_ids),
+        }
+    }
+}
 impl x::Fields for UpdateAuthorizationRoleRequestType {
     fn decode_field(
         &mut self,
@@ -863,7 +905,7 @@ impl x::Request for UpdateBootDeviceRequestType {
     }
 }
 /// `UpdateChildResourceConfigurationRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateChildResourceConfigurationRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -874,6 +916,14 @@ impl x::SchemaType for UpdateChildResourceConfigurationRequestType {
     const TYPE_NAME: &'static str = "UpdateChildResourceConfigurationRequestType";
 }
 impl x::Structure for UpdateChildResourceConfigurationRequestType {}
+impl Clone for UpdateChildResourceConfigurationRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            spec: x::clone_vec(&self.spec),
+        }
+    }
+}
 impl x::Fields for UpdateChildResourceConfigurationRequestType {
     fn decode_field(
         &mut self,
@@ -1043,7 +1093,7 @@ impl x::Request for UpdateConsoleIpRouteConfigRequestType {
     }
 }
 /// `UpdateCounterLevelMappingRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateCounterLevelMappingRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1054,6 +1104,14 @@ impl x::SchemaType for UpdateCounterLevelMappingRequestType {
     const TYPE_NAME: &'static str = "UpdateCounterLevelMappingRequestType";
 }
 impl x::Structure for UpdateCounterLevelMappingRequestType {}
+impl Clone for UpdateCounterLevelMappingRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            counter_level_map: x::clone_vec(&self.counter_level_map),
+        }
+    }
+}
 impl x::Fields for UpdateCounterLevelMappingRequestType {
     fn decode_field(
         &mut self,
@@ -1087,7 +1145,7 @@ impl x::Request for UpdateCounterLevelMappingRequestType {
     }
 }
 /// `UpdateDVSHealthCheckConfigRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateDVSHealthCheckConfigRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1098,6 +1156,14 @@ impl x::SchemaType for UpdateDVSHealthCheckConfigRequestType {
     const TYPE_NAME: &'static str = "UpdateDVSHealthCheckConfigRequestType";
 }
 impl x::Structure for UpdateDVSHealthCheckConfigRequestType {}
+impl Clone for UpdateDVSHealthCheckConfigRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            health_check_config: x::clone_vec(&self.health_check_config),
+        }
+    }
+}
 impl x::Fields for UpdateDVSHealthCheckConfigRequestType {
     fn decode_field(
         &mut self,
@@ -1131,7 +1197,7 @@ impl x::Request for UpdateDVSHealthCheckConfigRequestType {
     }
 }
 /// `UpdateDVSLacpGroupConfigRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateDVSLacpGroupConfigRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1142,6 +1208,14 @@ impl x::SchemaType for UpdateDVSLacpGroupConfigRequestType {
     const TYPE_NAME: &'static str = "UpdateDVSLacpGroupConfigRequestType";
 }
 impl x::Structure for UpdateDVSLacpGroupConfigRequestType {}
+impl Clone for UpdateDVSLacpGroupConfigRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            lacp_group_spec: x::clone_vec(&self.lacp_group_spec),
+        }
+    }
+}
 impl x::Fields for UpdateDVSLacpGroupConfigRequestType {
     fn decode_field(
         &mut self,
@@ -1807,7 +1881,7 @@ impl x::Request for UpdateHppMultipathLunPolicyRequestType {
     }
 }
 /// `UpdateInternetScsiAdvancedOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateInternetScsiAdvancedOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -1822,6 +1896,16 @@ impl x::SchemaType for UpdateInternetScsiAdvancedOptionsRequestType {
     const TYPE_NAME: &'static str = "UpdateInternetScsiAdvancedOptionsRequestType";
 }
 impl x::Structure for UpdateInternetScsiAdvancedOptionsRequestType {}
+impl Clone for UpdateInternetScsiAdvancedOptionsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            i_scsi_hba_device: self.i_scsi_hba_device.clone(),
+            target_set: self.target_set.clone(),
+            options: x::clone_vec(&self.options),
+        }
+    }
+}
 impl x::Fields for UpdateInternetScsiAdvancedOptionsRequestType {
     fn decode_field(
         &mut self,
@@ -2523,7 +2607,7 @@ impl x::Request for UpdateLicenseLabelRequestType {
     }
 }
 /// `UpdateLicenseRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateLicenseRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2536,6 +2620,15 @@ impl x::SchemaType for UpdateLicenseRequestType {
     const TYPE_NAME: &'static str = "UpdateLicenseRequestType";
 }
 impl x::Structure for UpdateLicenseRequestType {}
+impl Clone for UpdateLicenseRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            license_key: self.license_key.clone(),
+            labels: x::clone_vec(&self.labels),
+        }
+    }
+}
 impl x::Fields for UpdateLicenseRequestType {
     fn decode_field(
         &mut self,
@@ -2571,7 +2664,7 @@ impl x::Request for UpdateLicenseRequestType {
     }
 }
 /// `UpdateLinkedChildrenRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateLinkedChildrenRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2584,6 +2677,15 @@ impl x::SchemaType for UpdateLinkedChildrenRequestType {
     const TYPE_NAME: &'static str = "UpdateLinkedChildrenRequestType";
 }
 impl x::Structure for UpdateLinkedChildrenRequestType {}
+impl Clone for UpdateLinkedChildrenRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            add_change_set: x::clone_vec(&self.add_change_set),
+            remove_set: x::clone_vec(&self.remove_set),
+        }
+    }
+}
 impl x::Fields for UpdateLinkedChildrenRequestType {
     fn decode_field(
         &mut self,
@@ -2663,7 +2765,7 @@ impl x::Request for UpdateLocalSwapDatastoreRequestType {
     }
 }
 /// `UpdateLockdownExceptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateLockdownExceptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2674,6 +2776,14 @@ impl x::SchemaType for UpdateLockdownExceptionsRequestType {
     const TYPE_NAME: &'static str = "UpdateLockdownExceptionsRequestType";
 }
 impl x::Structure for UpdateLockdownExceptionsRequestType {}
+impl Clone for UpdateLockdownExceptionsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            users: x::clone_vec(&self.users),
+        }
+    }
+}
 impl x::Fields for UpdateLockdownExceptionsRequestType {
     fn decode_field(
         &mut self,
@@ -2803,7 +2913,7 @@ impl x::Request for UpdateNetworkConfigRequestType {
     }
 }
 /// `UpdateNetworkResourcePoolRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateNetworkResourcePoolRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2814,6 +2924,14 @@ impl x::SchemaType for UpdateNetworkResourcePoolRequestType {
     const TYPE_NAME: &'static str = "UpdateNetworkResourcePoolRequestType";
 }
 impl x::Structure for UpdateNetworkResourcePoolRequestType {}
+impl Clone for UpdateNetworkResourcePoolRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            config_spec: x::clone_vec(&self.config_spec),
+        }
+    }
+}
 impl x::Fields for UpdateNetworkResourcePoolRequestType {
     fn decode_field(
         &mut self,
@@ -2847,7 +2965,7 @@ impl x::Request for UpdateNetworkResourcePoolRequestType {
     }
 }
 /// `UpdateOptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateOptionsRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2858,6 +2976,14 @@ impl x::SchemaType for UpdateOptionsRequestType {
     const TYPE_NAME: &'static str = "UpdateOptionsRequestType";
 }
 impl x::Structure for UpdateOptionsRequestType {}
+impl Clone for UpdateOptionsRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            changed_value: x::clone_vec(&self.changed_value),
+        }
+    }
+}
 impl x::Fields for UpdateOptionsRequestType {
     fn decode_field(
         &mut self,
@@ -2891,7 +3017,7 @@ impl x::Request for UpdateOptionsRequestType {
     }
 }
 /// `UpdatePassthruConfigRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdatePassthruConfigRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -2902,6 +3028,14 @@ impl x::SchemaType for UpdatePassthruConfigRequestType {
     const TYPE_NAME: &'static str = "UpdatePassthruConfigRequestType";
 }
 impl x::Structure for UpdatePassthruConfigRequestType {}
+impl Clone for UpdatePassthruConfigRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            config: x::clone_vec(&self.config),
+        }
+    }
+}
 impl x::Fields for UpdatePassthruConfigRequestType {
     fn decode_field(
         &mut self,
@@ -3431,98 +3565,6 @@ impl x::Fields for UpdateServiceMessageRequestType {
 }
 impl x::Request for UpdateServiceMessageRequestType {
     const NAME: &'static str = "UpdateServiceMessage";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `UpdateServicePolicyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UpdateServicePolicyRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: String,
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for UpdateServicePolicyRequestType {
-    const TYPE_NAME: &'static str = "UpdateServicePolicyRequestType";
-}
-impl x::Structure for UpdateServicePolicyRequestType {}
-impl x::Fields for UpdateServicePolicyRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "id" => r.read(&mut self.id),
-            "policy" => r.read(&mut self.policy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("policy", &self.policy);
-    }
-}
-impl x::Request for UpdateServicePolicyRequestType {
-    const NAME: &'static str = "UpdateServicePolicy";
-    const IDEMPOTENT: bool = false;
-    type Response = ();
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_no_returnval()
-    }
-}
-/// `UpdateSoftwareInternetScsiEnabledRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UpdateSoftwareInternetScsiEnabledRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `enabled`.
-    pub enabled: bool,
-}
-impl x::SchemaType for UpdateSoftwareInternetScsiEnabledRequestType {
-    const TYPE_NAME: &'static str = "UpdateSoftwareInternetScsiEnabledRequestType";
-}
-impl x::Structure for UpdateSoftwareInternetScsiEnabledRequestType {}
-impl x::Fields for UpdateSoftwareInternetScsiEnabledRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "enabled" => r.read(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("enabled", &self.enabled);
-    }
-}
-impl x::Request for UpdateSoftwareInternetScsiEnabledRequestType {
-    const NAME: &'static str = "UpdateSoftwareInternetScsiEnabled";
     const IDEMPOTENT: bool = false;
     type Response = ();
     fn this(&self) -> &x::ManagedObjectReference {

@@ -590,7 +590,7 @@ impl x::Fields for ScheduledTaskCreatedEvent {
     }
 }
 /// `ScheduledTaskDescription` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ScheduledTaskDescription {
     /// `action`.
     pub action: Vec<AnyTypeDescription>,
@@ -607,6 +607,17 @@ impl x::SchemaType for ScheduledTaskDescription {
     const TYPE_NAME: &'static str = "ScheduledTaskDescription";
 }
 impl x::Structure for ScheduledTaskDescription {}
+impl Clone for ScheduledTaskDescription {
+    fn clone(&self) -> Self {
+        Self {
+            action: x::clone_vec(&self.action),
+            scheduler_info: x::clone_vec(&self.scheduler_info),
+            state: x::clone_vec(&self.state),
+            day_of_week: x::clone_vec(&self.day_of_week),
+            week_of_month: x::clone_vec(&self.week_of_month),
+        }
+    }
+}
 impl x::Fields for ScheduledTaskDescription {
     fn decode_field(
         &mut self,

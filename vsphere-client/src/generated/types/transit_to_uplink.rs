@@ -116,7 +116,7 @@ impl x::Fields for TransitGatewayCreateSpec {
 /// `TraversalSpec` (extends `SelectionSpec`).
 ///
 /// The fields of `SelectionSpec` are in `selection_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct TraversalSpec {
     /// The fields `TraversalSpec` inherits from `SelectionSpec`.
     pub selection_spec: SelectionSpec,
@@ -133,6 +133,17 @@ impl x::SchemaType for TraversalSpec {
     const TYPE_NAME: &'static str = "TraversalSpec";
 }
 impl x::Structure for TraversalSpec {}
+impl Clone for TraversalSpec {
+    fn clone(&self) -> Self {
+        Self {
+            selection_spec: self.selection_spec.clone(),
+            type_: self.type_.clone(),
+            path: self.path.clone(),
+            skip: self.skip,
+            select_set: x::clone_vec(&self.select_set),
+        }
+    }
+}
 impl std::ops::Deref for TraversalSpec {
     type Target = SelectionSpec;
     #[inline]
@@ -884,7 +895,7 @@ impl x::Fields for UnusedVirtualDiskBlocksNotScrubbed {
     }
 }
 /// `UpdateSet` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateSet {
     /// `version`.
     pub version: String,
@@ -897,6 +908,15 @@ impl x::SchemaType for UpdateSet {
     const TYPE_NAME: &'static str = "UpdateSet";
 }
 impl x::Structure for UpdateSet {}
+impl Clone for UpdateSet {
+    fn clone(&self) -> Self {
+        Self {
+            version: self.version.clone(),
+            filter_set: x::clone_vec(&self.filter_set),
+            truncated: self.truncated,
+        }
+    }
+}
 impl x::Fields for UpdateSet {
     fn decode_field(
         &mut self,
@@ -919,7 +939,7 @@ impl x::Fields for UpdateSet {
     }
 }
 /// `UpdateVirtualMachineFilesResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UpdateVirtualMachineFilesResult {
     /// `failedVmFile`.
     pub failed_vm_file: Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>,
@@ -928,6 +948,13 @@ impl x::SchemaType for UpdateVirtualMachineFilesResult {
     const TYPE_NAME: &'static str = "UpdateVirtualMachineFilesResult";
 }
 impl x::Structure for UpdateVirtualMachineFilesResult {}
+impl Clone for UpdateVirtualMachineFilesResult {
+    fn clone(&self) -> Self {
+        Self {
+            failed_vm_file: x::clone_vec(&self.failed_vm_file),
+        }
+    }
+}
 impl x::Fields for UpdateVirtualMachineFilesResult {
     fn decode_field(
         &mut self,

@@ -6,7 +6,7 @@ use super::*;
 use crate::xml as x;
 
 /// `UsbScanCodeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UsbScanCodeSpec {
     /// `keyEvents`.
     pub key_events: Vec<UsbScanCodeSpecKeyEvent>,
@@ -15,6 +15,13 @@ impl x::SchemaType for UsbScanCodeSpec {
     const TYPE_NAME: &'static str = "UsbScanCodeSpec";
 }
 impl x::Structure for UsbScanCodeSpec {}
+impl Clone for UsbScanCodeSpec {
+    fn clone(&self) -> Self {
+        Self {
+            key_events: x::clone_vec(&self.key_events),
+        }
+    }
+}
 impl x::Fields for UsbScanCodeSpec {
     fn decode_field(
         &mut self,
@@ -223,7 +230,7 @@ impl x::ArrayItem for UserGroupProfile {
 /// `UserInputRequiredParameterMetadata` (extends `ProfilePolicyOptionMetadata`).
 ///
 /// The fields of `ProfilePolicyOptionMetadata` are in `profile_policy_option_metadata`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UserInputRequiredParameterMetadata {
     /// The fields `UserInputRequiredParameterMetadata` inherits from `ProfilePolicyOptionMetadata`.
     pub profile_policy_option_metadata: ProfilePolicyOptionMetadata,
@@ -234,6 +241,14 @@ impl x::SchemaType for UserInputRequiredParameterMetadata {
     const TYPE_NAME: &'static str = "UserInputRequiredParameterMetadata";
 }
 impl x::Structure for UserInputRequiredParameterMetadata {}
+impl Clone for UserInputRequiredParameterMetadata {
+    fn clone(&self) -> Self {
+        Self {
+            profile_policy_option_metadata: self.profile_policy_option_metadata.clone(),
+            user_input_parameter: x::clone_vec(&self.user_input_parameter),
+        }
+    }
+}
 impl std::ops::Deref for UserInputRequiredParameterMetadata {
     type Target = ProfilePolicyOptionMetadata;
     #[inline]
@@ -484,7 +499,7 @@ impl x::Fields for UserPasswordChanged {
     }
 }
 /// `UserPrivilegeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct UserPrivilegeResult {
     /// `entity`.
     pub entity: x::ManagedObjectReference,
@@ -495,6 +510,14 @@ impl x::SchemaType for UserPrivilegeResult {
     const TYPE_NAME: &'static str = "UserPrivilegeResult";
 }
 impl x::Structure for UserPrivilegeResult {}
+impl Clone for UserPrivilegeResult {
+    fn clone(&self) -> Self {
+        Self {
+            entity: self.entity.clone(),
+            privileges: x::clone_vec(&self.privileges),
+        }
+    }
+}
 impl x::Fields for UserPrivilegeResult {
     fn decode_field(
         &mut self,
@@ -763,7 +786,7 @@ impl x::Fields for UserUpgradeEvent {
     }
 }
 /// `VASAStorageArray` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VASAStorageArray {
     /// `name`.
     pub name: String,
@@ -782,6 +805,17 @@ impl x::SchemaType for VASAStorageArray {
     const TYPE_NAME: &'static str = "VASAStorageArray";
 }
 impl x::Structure for VASAStorageArray {}
+impl Clone for VASAStorageArray {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            uuid: self.uuid.clone(),
+            vendor_id: self.vendor_id.clone(),
+            model_id: self.model_id.clone(),
+            discovery_svc_info: x::clone_vec(&self.discovery_svc_info),
+        }
+    }
+}
 impl x::Fields for VASAStorageArray {
     fn decode_field(
         &mut self,
@@ -950,7 +984,7 @@ impl x::ArrayItem for VASAStorageArrayDiscoverySvcInfo {
     const ITEM_TAG: &'static str = "VASAStorageArrayDiscoverySvcInfo";
 }
 /// `VAppCloneSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VAppCloneSpec {
     /// `location`.
     pub location: x::ManagedObjectReference,
@@ -973,6 +1007,20 @@ impl x::SchemaType for VAppCloneSpec {
     const TYPE_NAME: &'static str = "VAppCloneSpec";
 }
 impl x::Structure for VAppCloneSpec {}
+impl Clone for VAppCloneSpec {
+    fn clone(&self) -> Self {
+        Self {
+            location: self.location.clone(),
+            host: self.host.clone(),
+            resource_spec: self.resource_spec.clone(),
+            vm_folder: self.vm_folder.clone(),
+            network_mapping: x::clone_vec(&self.network_mapping),
+            property: x::clone_vec(&self.property),
+            resource_mapping: x::clone_vec(&self.resource_mapping),
+            provisioning: self.provisioning.clone(),
+        }
+    }
+}
 impl x::Fields for VAppCloneSpec {
     fn decode_field(
         &mut self,
@@ -1123,7 +1171,7 @@ impl x::Fields for VAppConfigFault {
 /// `VAppConfigInfo` (extends `VmConfigInfo`).
 ///
 /// The fields of `VmConfigInfo` are in `vm_config_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VAppConfigInfo {
     /// The fields `VAppConfigInfo` inherits from `VmConfigInfo`.
     pub vm_config_info: VmConfigInfo,
@@ -1140,6 +1188,17 @@ impl x::SchemaType for VAppConfigInfo {
     const TYPE_NAME: &'static str = "VAppConfigInfo";
 }
 impl x::Structure for VAppConfigInfo {}
+impl Clone for VAppConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            vm_config_info: self.vm_config_info.clone(),
+            entity_config: x::clone_vec(&self.entity_config),
+            annotation: self.annotation.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            managed_by: self.managed_by.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VAppConfigInfo {
     type Target = VmConfigInfo;
     #[inline]
@@ -1180,7 +1239,7 @@ impl x::Fields for VAppConfigInfo {
 /// `VAppConfigSpec` (extends `VmConfigSpec`).
 ///
 /// The fields of `VmConfigSpec` are in `vm_config_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VAppConfigSpec {
     /// The fields `VAppConfigSpec` inherits from `VmConfigSpec`.
     pub vm_config_spec: VmConfigSpec,
@@ -1197,6 +1256,17 @@ impl x::SchemaType for VAppConfigSpec {
     const TYPE_NAME: &'static str = "VAppConfigSpec";
 }
 impl x::Structure for VAppConfigSpec {}
+impl Clone for VAppConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vm_config_spec: self.vm_config_spec.clone(),
+            entity_config: x::clone_vec(&self.entity_config),
+            annotation: self.annotation.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            managed_by: self.managed_by.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VAppConfigSpec {
     type Target = VmConfigSpec;
     #[inline]
@@ -1298,7 +1368,7 @@ impl x::ArrayItem for VAppEntityConfigInfo {
     const ITEM_TAG: &'static str = "VAppEntityConfigInfo";
 }
 /// `VAppIPAssignmentInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VAppIPAssignmentInfo {
     /// `supportedAllocationScheme`.
     pub supported_allocation_scheme: Vec<String>,
@@ -1313,6 +1383,16 @@ impl x::SchemaType for VAppIPAssignmentInfo {
     const TYPE_NAME: &'static str = "VAppIPAssignmentInfo";
 }
 impl x::Structure for VAppIPAssignmentInfo {}
+impl Clone for VAppIPAssignmentInfo {
+    fn clone(&self) -> Self {
+        Self {
+            supported_allocation_scheme: x::clone_vec(&self.supported_allocation_scheme),
+            ip_allocation_policy: self.ip_allocation_policy.clone(),
+            supported_ip_protocol: x::clone_vec(&self.supported_ip_protocol),
+            ip_protocol: self.ip_protocol.clone(),
+        }
+    }
+}
 impl x::Fields for VAppIPAssignmentInfo {
     fn decode_field(
         &mut self,

@@ -796,7 +796,7 @@ impl x::Fields for VMotionProtocolIncompatible {
 /// `VMwareDVSConfigInfo` (extends `DVSConfigInfo`).
 ///
 /// The fields of `DVSConfigInfo` are in `dvs_config_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDVSConfigInfo {
     /// The fields `VMwareDVSConfigInfo` inherits from `DVSConfigInfo`.
     pub dvs_config_info: DVSConfigInfo,
@@ -835,6 +835,24 @@ impl x::SchemaType for VMwareDVSConfigInfo {
     const TYPE_NAME: &'static str = "VMwareDVSConfigInfo";
 }
 impl x::Structure for VMwareDVSConfigInfo {}
+impl Clone for VMwareDVSConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_config_info: self.dvs_config_info.clone(),
+            vspan_session: x::clone_vec(&self.vspan_session),
+            pvlan_config: x::clone_vec(&self.pvlan_config),
+            max_mtu: self.max_mtu,
+            link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
+            ipfix_config: self.ipfix_config.clone(),
+            lacp_group_config: x::clone_vec(&self.lacp_group_config),
+            lacp_api_version: self.lacp_api_version.clone(),
+            multicast_filtering_mode: self.multicast_filtering_mode.clone(),
+            network_offload_spec_id: self.network_offload_spec_id.clone(),
+            network_offload_config: self.network_offload_config.clone(),
+            real_time_config: self.real_time_config.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VMwareDVSConfigInfo {
     type Target = DVSConfigInfo;
     #[inline]
@@ -915,7 +933,7 @@ impl x::Fields for VMwareDVSConfigInfo {
 /// `VMwareDVSConfigSpec` (extends `DVSConfigSpec`).
 ///
 /// The fields of `DVSConfigSpec` are in `dvs_config_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDVSConfigSpec {
     /// The fields `VMwareDVSConfigSpec` inherits from `DVSConfigSpec`.
     pub dvs_config_spec: DVSConfigSpec,
@@ -952,6 +970,23 @@ impl x::SchemaType for VMwareDVSConfigSpec {
     const TYPE_NAME: &'static str = "VMwareDVSConfigSpec";
 }
 impl x::Structure for VMwareDVSConfigSpec {}
+impl Clone for VMwareDVSConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            dvs_config_spec: self.dvs_config_spec.clone(),
+            pvlan_config_spec: x::clone_vec(&self.pvlan_config_spec),
+            vspan_config_spec: x::clone_vec(&self.vspan_config_spec),
+            max_mtu: self.max_mtu,
+            link_discovery_protocol_config: self.link_discovery_protocol_config.clone(),
+            ipfix_config: self.ipfix_config.clone(),
+            lacp_api_version: self.lacp_api_version.clone(),
+            multicast_filtering_mode: self.multicast_filtering_mode.clone(),
+            network_offload_spec_id: self.network_offload_spec_id.clone(),
+            network_offload_config: self.network_offload_config.clone(),
+            real_time_config: self.real_time_config.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VMwareDVSConfigSpec {
     type Target = DVSConfigSpec;
     #[inline]
@@ -1240,7 +1275,7 @@ impl x::Fields for VMwareDVSHealthCheckConfig {
 /// `VMwareDVSMtuHealthCheckResult` (extends `HostMemberUplinkHealthCheckResult`).
 ///
 /// The fields of `HostMemberUplinkHealthCheckResult` are in `host_member_uplink_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDVSMtuHealthCheckResult {
     /// The fields `VMwareDVSMtuHealthCheckResult` inherits from `HostMemberUplinkHealthCheckResult`.
     pub host_member_uplink_health_check_result: HostMemberUplinkHealthCheckResult,
@@ -1255,6 +1290,18 @@ impl x::SchemaType for VMwareDVSMtuHealthCheckResult {
     const TYPE_NAME: &'static str = "VMwareDVSMtuHealthCheckResult";
 }
 impl x::Structure for VMwareDVSMtuHealthCheckResult {}
+impl Clone for VMwareDVSMtuHealthCheckResult {
+    fn clone(&self) -> Self {
+        Self {
+            host_member_uplink_health_check_result: self
+                .host_member_uplink_health_check_result
+                .clone(),
+            mtu_mismatch: self.mtu_mismatch,
+            vlan_support_switch_mtu: x::clone_vec(&self.vlan_support_switch_mtu),
+            vlan_not_support_switch_mtu: x::clone_vec(&self.vlan_not_support_switch_mtu),
+        }
+    }
+}
 impl std::ops::Deref for VMwareDVSMtuHealthCheckResult {
     type Target = HostMemberUplinkHealthCheckResult;
     #[inline]
@@ -1611,7 +1658,7 @@ impl x::Fields for VMwareDVSTeamingHealthCheckResult {
 /// `VMwareDVSVlanHealthCheckResult` (extends `HostMemberUplinkHealthCheckResult`).
 ///
 /// The fields of `HostMemberUplinkHealthCheckResult` are in `host_member_uplink_health_check_result`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDVSVlanHealthCheckResult {
     /// The fields `VMwareDVSVlanHealthCheckResult` inherits from `HostMemberUplinkHealthCheckResult`.
     pub host_member_uplink_health_check_result: HostMemberUplinkHealthCheckResult,
@@ -1624,6 +1671,17 @@ impl x::SchemaType for VMwareDVSVlanHealthCheckResult {
     const TYPE_NAME: &'static str = "VMwareDVSVlanHealthCheckResult";
 }
 impl x::Structure for VMwareDVSVlanHealthCheckResult {}
+impl Clone for VMwareDVSVlanHealthCheckResult {
+    fn clone(&self) -> Self {
+        Self {
+            host_member_uplink_health_check_result: self
+                .host_member_uplink_health_check_result
+                .clone(),
+            trunked_vlan: x::clone_vec(&self.trunked_vlan),
+            untrunked_vlan: x::clone_vec(&self.untrunked_vlan),
+        }
+    }
+}
 impl std::ops::Deref for VMwareDVSVlanHealthCheckResult {
     type Target = HostMemberUplinkHealthCheckResult;
     #[inline]
@@ -1916,7 +1974,7 @@ impl x::Fields for VMwareDvsLacpCapability {
     }
 }
 /// `VMwareDvsLacpGroupConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDvsLacpGroupConfig {
     /// `key`.
     pub key: Option<String>,
@@ -1943,6 +2001,22 @@ impl x::SchemaType for VMwareDvsLacpGroupConfig {
     const TYPE_NAME: &'static str = "VMwareDvsLacpGroupConfig";
 }
 impl x::Structure for VMwareDvsLacpGroupConfig {}
+impl Clone for VMwareDvsLacpGroupConfig {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            name: self.name.clone(),
+            mode: self.mode.clone(),
+            uplink_num: self.uplink_num,
+            loadbalance_algorithm: self.loadbalance_algorithm.clone(),
+            vlan: self.vlan.clone(),
+            ipfix: self.ipfix.clone(),
+            uplink_name: x::clone_vec(&self.uplink_name),
+            uplink_port_key: x::clone_vec(&self.uplink_port_key),
+            timeout_mode: self.timeout_mode.clone(),
+        }
+    }
+}
 impl x::Fields for VMwareDvsLacpGroupConfig {
     fn decode_field(
         &mut self,
@@ -2045,7 +2119,7 @@ impl x::Fields for VMwareDvsLagIpfixConfig {
     }
 }
 /// `VMwareDvsLagVlanConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDvsLagVlanConfig {
     /// `vlanId`.
     pub vlan_id: Vec<NumericRange>,
@@ -2054,6 +2128,13 @@ impl x::SchemaType for VMwareDvsLagVlanConfig {
     const TYPE_NAME: &'static str = "VMwareDvsLagVlanConfig";
 }
 impl x::Structure for VMwareDvsLagVlanConfig {}
+impl Clone for VMwareDvsLagVlanConfig {
+    fn clone(&self) -> Self {
+        Self {
+            vlan_id: x::clone_vec(&self.vlan_id),
+        }
+    }
+}
 impl x::Fields for VMwareDvsLagVlanConfig {
     fn decode_field(
         &mut self,
@@ -2137,7 +2218,7 @@ impl x::Fields for VMwareDvsPerfNicOffloadCapability {
 /// `VMwareDvsSystemTrafficCapabilities` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareDvsSystemTrafficCapabilities {
     /// `systemTrafficQualifiers`.
     ///
@@ -2148,6 +2229,13 @@ impl x::SchemaType for VMwareDvsSystemTrafficCapabilities {
     const TYPE_NAME: &'static str = "VMwareDvsSystemTrafficCapabilities";
 }
 impl x::Structure for VMwareDvsSystemTrafficCapabilities {}
+impl Clone for VMwareDvsSystemTrafficCapabilities {
+    fn clone(&self) -> Self {
+        Self {
+            system_traffic_qualifiers: x::clone_vec(&self.system_traffic_qualifiers),
+        }
+    }
+}
 impl x::Fields for VMwareDvsSystemTrafficCapabilities {
     fn decode_field(
         &mut self,
@@ -2269,7 +2357,7 @@ impl x::Fields for VMwareUplinkLacpPolicy {
 /// `VMwareUplinkPortOrderPolicy` (extends `InheritablePolicy`).
 ///
 /// The fields of `InheritablePolicy` are in `inheritable_policy`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareUplinkPortOrderPolicy {
     /// The fields `VMwareUplinkPortOrderPolicy` inherits from `InheritablePolicy`.
     pub inheritable_policy: InheritablePolicy,
@@ -2282,6 +2370,15 @@ impl x::SchemaType for VMwareUplinkPortOrderPolicy {
     const TYPE_NAME: &'static str = "VMwareUplinkPortOrderPolicy";
 }
 impl x::Structure for VMwareUplinkPortOrderPolicy {}
+impl Clone for VMwareUplinkPortOrderPolicy {
+    fn clone(&self) -> Self {
+        Self {
+            inheritable_policy: self.inheritable_policy.clone(),
+            active_uplink_port: x::clone_vec(&self.active_uplink_port),
+            standby_uplink_port: x::clone_vec(&self.standby_uplink_port),
+        }
+    }
+}
 impl std::ops::Deref for VMwareUplinkPortOrderPolicy {
     type Target = InheritablePolicy;
     #[inline]
@@ -2316,7 +2413,7 @@ impl x::Fields for VMwareUplinkPortOrderPolicy {
     }
 }
 /// `VMwareVspanPort` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VMwareVspanPort {
     /// `portKey`.
     pub port_key: Vec<String>,
@@ -2333,6 +2430,19 @@ impl x::SchemaType for VMwareVspanPort {
     const TYPE_NAME: &'static str = "VMwareVspanPort";
 }
 impl x::Structure for VMwareVspanPort {}
+impl Clone for VMwareVspanPort {
+    fn clone(&self) -> Self {
+        Self {
+            port_key: x::clone_vec(&self.port_key),
+            uplink_port_name: x::clone_vec(&self.uplink_port_name),
+            wildcard_port_connectee_type: x::clone_vec(
+                &self.wildcard_port_connectee_type,
+            ),
+            vlans: x::clone_vec(&self.vlans),
+            ip_address: x::clone_vec(&self.ip_address),
+        }
+    }
+}
 impl x::Fields for VMwareVspanPort {
     fn decode_field(
         &mut self,

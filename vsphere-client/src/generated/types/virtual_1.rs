@@ -5,6 +5,372 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualDiskLocalPMemBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskLocalPMemBackingInfo {
+    /// The fields `VirtualDiskLocalPMemBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+    /// `diskMode`.
+    pub disk_mode: String,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `volumeUUID`.
+    pub volume_uuid: Option<String>,
+    /// `contentId`.
+    pub content_id: Option<String>,
+}
+impl x::SchemaType for VirtualDiskLocalPMemBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskLocalPMemBackingInfo";
+}
+impl x::Structure for VirtualDiskLocalPMemBackingInfo {}
+impl std::ops::Deref for VirtualDiskLocalPMemBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskLocalPMemBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualDiskLocalPMemBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMode" => r.read(&mut self.disk_mode),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+        w.write("diskMode", &self.disk_mode);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("volumeUUID", &self.volume_uuid);
+        w.write_opt("contentId", &self.content_id);
+    }
+}
+/// `VirtualDiskLocalPMemBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskLocalPMemBackingOption {
+    /// The fields `VirtualDiskLocalPMemBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+    /// `diskMode`.
+    pub disk_mode: ChoiceOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `uuid`.
+    pub uuid: bool,
+}
+impl x::SchemaType for VirtualDiskLocalPMemBackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskLocalPMemBackingOption";
+}
+impl x::Structure for VirtualDiskLocalPMemBackingOption {}
+impl std::ops::Deref for VirtualDiskLocalPMemBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskLocalPMemBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualDiskLocalPMemBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskMode" => r.read(&mut self.disk_mode),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_file_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+        w.write("diskMode", &self.disk_mode);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("uuid", &self.uuid);
+    }
+}
+/// `VirtualDiskModeNotSupported` (extends `DeviceNotSupported`).
+///
+/// The fields of `DeviceNotSupported` are in `device_not_supported`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskModeNotSupported {
+    /// The fields `VirtualDiskModeNotSupported` inherits from `DeviceNotSupported`.
+    pub device_not_supported: DeviceNotSupported,
+    /// `mode`.
+    pub mode: String,
+}
+impl x::SchemaType for VirtualDiskModeNotSupported {
+    const TYPE_NAME: &'static str = "VirtualDiskModeNotSupported";
+}
+impl x::Structure for VirtualDiskModeNotSupported {}
+impl std::ops::Deref for VirtualDiskModeNotSupported {
+    type Target = DeviceNotSupported;
+    #[inline]
+    fn deref(&self) -> &DeviceNotSupported {
+        &self.device_not_supported
+    }
+}
+impl std::ops::DerefMut for VirtualDiskModeNotSupported {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DeviceNotSupported {
+        &mut self.device_not_supported
+    }
+}
+impl x::Fields for VirtualDiskModeNotSupported {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "mode" => r.read(&mut self.mode),
+            _ => return x::Fields::decode_field(&mut self.device_not_supported, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.device_not_supported, w);
+        w.write("mode", &self.mode);
+    }
+}
+/// `VirtualDiskOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskOption {
+    /// The fields `VirtualDiskOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+    /// `capacityInKB`.
+    pub capacity_in_kb: LongOption,
+    /// `ioAllocationOption`.
+    pub io_allocation_option: Option<StorageIOAllocationOption>,
+    /// `vFlashCacheConfigOption`.
+    pub vflash_cache_config_option: Option<VirtualDiskOptionVFlashCacheConfigOption>,
+}
+impl x::SchemaType for VirtualDiskOption {
+    const TYPE_NAME: &'static str = "VirtualDiskOption";
+}
+impl x::Structure for VirtualDiskOption {}
+impl std::ops::Deref for VirtualDiskOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualDiskOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacityInKB" => r.read(&mut self.capacity_in_kb),
+            "ioAllocationOption" => r.read_opt(&mut self.io_allocation_option),
+            "vFlashCacheConfigOption" => r.read_opt(&mut self.vflash_cache_config_option),
+            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+        w.write("capacityInKB", &self.capacity_in_kb);
+        w.write_opt("ioAllocationOption", &self.io_allocation_option);
+        w.write_opt("vFlashCacheConfigOption", &self.vflash_cache_config_option);
+    }
+}
+/// `VirtualDiskOptionVFlashCacheConfigOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskOptionVFlashCacheConfigOption {
+    /// `cacheConsistencyType`.
+    pub cache_consistency_type: ChoiceOption,
+    /// `cacheMode`.
+    pub cache_mode: ChoiceOption,
+    /// `reservationInMB`.
+    pub reservation_in_mb: LongOption,
+    /// `blockSizeInKB`.
+    pub block_size_in_kb: LongOption,
+}
+impl x::SchemaType for VirtualDiskOptionVFlashCacheConfigOption {
+    const TYPE_NAME: &'static str = "VirtualDiskOptionVFlashCacheConfigOption";
+}
+impl x::Structure for VirtualDiskOptionVFlashCacheConfigOption {}
+impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
+            "cacheMode" => r.read(&mut self.cache_mode),
+            "reservationInMB" => r.read(&mut self.reservation_in_mb),
+            "blockSizeInKB" => r.read(&mut self.block_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("cacheConsistencyType", &self.cache_consistency_type);
+        w.write("cacheMode", &self.cache_mode);
+        w.write("reservationInMB", &self.reservation_in_mb);
+        w.write("blockSizeInKB", &self.block_size_in_kb);
+    }
+}
+/// `VirtualDiskPartitionedRawDiskVer2BackingInfo` (extends `VirtualDiskRawDiskVer2BackingInfo`).
+///
+/// The fields of `VirtualDiskRawDiskVer2BackingInfo` are in `virtual_disk_raw_disk_ver2_backing_info`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    /// The fields `VirtualDiskPartitionedRawDiskVer2BackingInfo` inherits from `VirtualDiskRawDiskVer2BackingInfo`.
+    pub virtual_disk_raw_disk_ver2_backing_info: VirtualDiskRawDiskVer2BackingInfo,
+    /// `partition`.
+    pub partition: Vec<i32>,
+}
+impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskPartitionedRawDiskVer2BackingInfo";
+}
+impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingInfo {}
+impl Clone for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_disk_raw_disk_ver2_backing_info: self
+                .virtual_disk_raw_disk_ver2_backing_info
+                .clone(),
+            partition: x::clone_vec(&self.partition),
+        }
+    }
+}
+impl std::ops::Deref for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    type Target = VirtualDiskRawDiskVer2BackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDiskRawDiskVer2BackingInfo {
+        &self.virtual_disk_raw_disk_ver2_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDiskRawDiskVer2BackingInfo {
+        &mut self.virtual_disk_raw_disk_ver2_backing_info
+    }
+}
+impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "partition" => r.read_push(&mut self.partition),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_disk_raw_disk_ver2_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_disk_raw_disk_ver2_backing_info, w);
+        w.write_vec("partition", &self.partition);
+    }
+}
+/// `VirtualDiskPartitionedRawDiskVer2BackingOption` (extends `VirtualDiskRawDiskVer2BackingOption`).
+///
+/// The fields of `VirtualDiskRawDiskVer2BackingOption` are in `virtual_disk_raw_disk_ver2_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskPartitionedRawDiskVer2BackingOption {
+    /// The fields `VirtualDiskPartitionedRawDiskVer2BackingOption` inherits from `VirtualDiskRawDiskVer2BackingOption`.
+    pub virtual_disk_raw_disk_ver2_backing_option: VirtualDiskRawDiskVer2BackingOption,
+}
+impl x::SchemaType for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskPartitionedRawDiskVer2BackingOption";
+}
+impl x::Structure for VirtualDiskPartitionedRawDiskVer2BackingOption {}
+impl std::ops::Deref for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    type Target = VirtualDiskRawDiskVer2BackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDiskRawDiskVer2BackingOption {
+        &self.virtual_disk_raw_disk_ver2_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDiskRawDiskVer2BackingOption {
+        &mut self.virtual_disk_raw_disk_ver2_backing_option
+    }
+}
+impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(
+            &mut self.virtual_disk_raw_disk_ver2_backing_option,
+            r,
+            name,
+        )
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_disk_raw_disk_ver2_backing_option, w);
+    }
+}
 /// `VirtualDiskRawDiskMappingVer1BackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 ///
 /// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
@@ -301,7 +667,7 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
 /// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
 ///
 /// The fields of `ClusterRuleInfo` are in `cluster_rule_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualDiskRuleSpec {
     /// The fields `VirtualDiskRuleSpec` inherits from `ClusterRuleInfo`.
     pub cluster_rule_info: ClusterRuleInfo,
@@ -314,6 +680,15 @@ impl x::SchemaType for VirtualDiskRuleSpec {
     const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
 }
 impl x::Structure for VirtualDiskRuleSpec {}
+impl Clone for VirtualDiskRuleSpec {
+    fn clone(&self) -> Self {
+        Self {
+            cluster_rule_info: self.cluster_rule_info.clone(),
+            disk_rule_type: self.disk_rule_type.clone(),
+            disk_id: x::clone_vec(&self.disk_id),
+        }
+    }
+}
 impl std::ops::Deref for VirtualDiskRuleSpec {
     type Target = ClusterRuleInfo;
     #[inline]
@@ -441,7 +816,7 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
 /// `VirtualDiskSeSparseBackingOption` (extends `VirtualDeviceFileBackingOption`).
 ///
 /// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualDiskSeSparseBackingOption {
     /// The fields `VirtualDiskSeSparseBackingOption` inherits from `VirtualDeviceFileBackingOption`.
     pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
@@ -466,6 +841,24 @@ impl x::SchemaType for VirtualDiskSeSparseBackingOption {
     const TYPE_NAME: &'static str = "VirtualDiskSeSparseBackingOption";
 }
 impl x::Structure for VirtualDiskSeSparseBackingOption {}
+impl Clone for VirtualDiskSeSparseBackingOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_file_backing_option: self
+                .virtual_device_file_backing_option
+                .clone(),
+            disk_mode: self.disk_mode.clone(),
+            write_through: self.write_through.clone(),
+            growable: self.growable,
+            hot_growable: self.hot_growable,
+            uuid: self.uuid,
+            delta_disk_formats_supported: x::clone_vec(
+                &self.delta_disk_formats_supported,
+            ),
+            virtual_disk_format: self.virtual_disk_format.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VirtualDiskSeSparseBackingOption {
     type Target = VirtualDeviceFileBackingOption;
     #[inline]
@@ -1957,7 +2350,7 @@ impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
     }
 }
 /// `VirtualHardware` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualHardware {
     /// `numCPU`.
     pub num_cpu: i32,
@@ -1988,6 +2381,21 @@ impl x::SchemaType for VirtualHardware {
     const TYPE_NAME: &'static str = "VirtualHardware";
 }
 impl x::Structure for VirtualHardware {}
+impl Clone for VirtualHardware {
+    fn clone(&self) -> Self {
+        Self {
+            num_cpu: self.num_cpu,
+            num_cores_per_socket: self.num_cores_per_socket,
+            auto_cores_per_socket: self.auto_cores_per_socket,
+            memory_mb: self.memory_mb,
+            virtual_ich7_m_present: self.virtual_ich7_m_present,
+            virtual_smc_present: self.virtual_smc_present,
+            device: x::clone_vec(&self.device),
+            motherboard_layout: self.motherboard_layout.clone(),
+            simultaneous_threads: self.simultaneous_threads,
+        }
+    }
+}
 impl x::Fields for VirtualHardware {
     fn decode_field(
         &mut self,
@@ -2084,7 +2492,7 @@ impl x::Fields for VirtualHardwareCompatibilityIssue {
     }
 }
 /// `VirtualHardwareOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualHardwareOption {
     /// `hwVersion`.
     pub hw_version: i32,
@@ -2159,6 +2567,40 @@ impl x::SchemaType for VirtualHardwareOption {
     const TYPE_NAME: &'static str = "VirtualHardwareOption";
 }
 impl x::Structure for VirtualHardwareOption {}
+impl Clone for VirtualHardwareOption {
+    fn clone(&self) -> Self {
+        Self {
+            hw_version: self.hw_version,
+            virtual_device_option: x::clone_vec(&self.virtual_device_option),
+            device_list_readonly: self.device_list_readonly,
+            num_cpu: x::clone_vec(&self.num_cpu),
+            num_cores_per_socket: self.num_cores_per_socket.clone(),
+            auto_cores_per_socket: self.auto_cores_per_socket.clone(),
+            num_cpu_readonly: self.num_cpu_readonly,
+            memory_mb: self.memory_mb.clone(),
+            num_pci_controllers: self.num_pci_controllers.clone(),
+            num_ide_controllers: self.num_ide_controllers.clone(),
+            num_usb_controllers: self.num_usb_controllers.clone(),
+            num_usbxhci_controllers: self.num_usbxhci_controllers.clone(),
+            num_sio_controllers: self.num_sio_controllers.clone(),
+            num_ps2_controllers: self.num_ps2_controllers.clone(),
+            licensing_limit: x::clone_vec(&self.licensing_limit),
+            num_supported_wwn_ports: self.num_supported_wwn_ports.clone(),
+            num_supported_wwn_nodes: self.num_supported_wwn_nodes.clone(),
+            resource_config_option: self.resource_config_option.clone(),
+            num_nvdimm_controllers: self.num_nvdimm_controllers.clone(),
+            num_tpm_devices: self.num_tpm_devices.clone(),
+            num_wdt_devices: self.num_wdt_devices.clone(),
+            num_precision_clock_devices: self.num_precision_clock_devices.clone(),
+            epc_memory_mb: self.epc_memory_mb.clone(),
+            acpi_host_bridges_firmware: x::clone_vec(&self.acpi_host_bridges_firmware),
+            num_cpu_simultaneous_threads: self.num_cpu_simultaneous_threads.clone(),
+            num_numa_nodes: self.num_numa_nodes.clone(),
+            num_device_groups: self.num_device_groups.clone(),
+            device_group_types: x::clone_vec(&self.device_group_types),
+        }
+    }
+}
 impl x::Fields for VirtualHardwareOption {
     fn decode_field(
         &mut self,
@@ -2583,360 +3025,4 @@ impl x::Fields for VirtualKeyboardOption {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_option, w);
     }
-}
-/// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
-///
-/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicController {
-    /// The fields `VirtualLsiLogicController` inherits from `VirtualSCSIController`.
-    pub virtual_scsi_controller: VirtualSCSIController,
-}
-impl x::SchemaType for VirtualLsiLogicController {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicController";
-}
-impl x::Structure for VirtualLsiLogicController {}
-impl std::ops::Deref for VirtualLsiLogicController {
-    type Target = VirtualSCSIController;
-    #[inline]
-    fn deref(&self) -> &VirtualSCSIController {
-        &self.virtual_scsi_controller
-    }
-}
-impl std::ops::DerefMut for VirtualLsiLogicController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
-        &mut self.virtual_scsi_controller
-    }
-}
-impl x::Fields for VirtualLsiLogicController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
-    }
-}
-/// `VirtualLsiLogicControllerOption` (extends `VirtualSCSIControllerOption`).
-///
-/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicControllerOption {
-    /// The fields `VirtualLsiLogicControllerOption` inherits from `VirtualSCSIControllerOption`.
-    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
-}
-impl x::SchemaType for VirtualLsiLogicControllerOption {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicControllerOption";
-}
-impl x::Structure for VirtualLsiLogicControllerOption {}
-impl std::ops::Deref for VirtualLsiLogicControllerOption {
-    type Target = VirtualSCSIControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualSCSIControllerOption {
-        &self.virtual_scsi_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualLsiLogicControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
-        &mut self.virtual_scsi_controller_option
-    }
-}
-impl x::Fields for VirtualLsiLogicControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
-    }
-}
-/// `VirtualLsiLogicSASController` (extends `VirtualSCSIController`).
-///
-/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicSASController {
-    /// The fields `VirtualLsiLogicSASController` inherits from `VirtualSCSIController`.
-    pub virtual_scsi_controller: VirtualSCSIController,
-}
-impl x::SchemaType for VirtualLsiLogicSASController {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicSASController";
-}
-impl x::Structure for VirtualLsiLogicSASController {}
-impl std::ops::Deref for VirtualLsiLogicSASController {
-    type Target = VirtualSCSIController;
-    #[inline]
-    fn deref(&self) -> &VirtualSCSIController {
-        &self.virtual_scsi_controller
-    }
-}
-impl std::ops::DerefMut for VirtualLsiLogicSASController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
-        &mut self.virtual_scsi_controller
-    }
-}
-impl x::Fields for VirtualLsiLogicSASController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
-    }
-}
-/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
-///
-/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicSASControllerOption {
-    /// The fields `VirtualLsiLogicSASControllerOption` inherits from `VirtualSCSIControllerOption`.
-    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
-}
-impl x::SchemaType for VirtualLsiLogicSASControllerOption {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
-}
-impl x::Structure for VirtualLsiLogicSASControllerOption {}
-impl std::ops::Deref for VirtualLsiLogicSASControllerOption {
-    type Target = VirtualSCSIControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualSCSIControllerOption {
-        &self.virtual_scsi_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualLsiLogicSASControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
-        &mut self.virtual_scsi_controller_option
-    }
-}
-impl x::Fields for VirtualLsiLogicSASControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
-    }
-}
-/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineAffinityInfo {
-    /// `affinitySet`.
-    pub affinity_set: Vec<i32>,
-}
-impl x::SchemaType for VirtualMachineAffinityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
-}
-impl x::Structure for VirtualMachineAffinityInfo {}
-impl x::Fields for VirtualMachineAffinityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "affinitySet" => r.read_push(&mut self.affinity_set),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("affinitySet", &self.affinity_set);
-    }
-}
-/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBaseIndependentFilterSpec {}
-impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
-impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptions {
-    /// `bootDelay`.
-    pub boot_delay: Option<i64>,
-    /// `enterBIOSSetup`.
-    pub enter_bios_setup: Option<bool>,
-    /// `efiSecureBootEnabled`.
-    pub efi_secure_boot_enabled: Option<bool>,
-    /// `bootRetryEnabled`.
-    pub boot_retry_enabled: Option<bool>,
-    /// `bootRetryDelay`.
-    pub boot_retry_delay: Option<i64>,
-    /// `bootOrder`.
-    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
-    /// `networkBootProtocol`.
-    pub network_boot_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualMachineBootOptions {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
-}
-impl x::Structure for VirtualMachineBootOptions {}
-impl x::Fields for VirtualMachineBootOptions {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootDelay" => r.read_opt(&mut self.boot_delay),
-            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
-            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
-            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
-            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
-            "bootOrder" => r.read_push(&mut self.boot_order),
-            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bootDelay", &self.boot_delay);
-        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
-        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
-        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
-        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
-        w.write_vec("bootOrder", &self.boot_order);
-        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
-    }
-}
-/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDiskDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableEthernetDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }

@@ -5,6 +5,382 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualLsiLogicController` (extends `VirtualSCSIController`).
+///
+/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicController {
+    /// The fields `VirtualLsiLogicController` inherits from `VirtualSCSIController`.
+    pub virtual_scsi_controller: VirtualSCSIController,
+}
+impl x::SchemaType for VirtualLsiLogicController {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicController";
+}
+impl x::Structure for VirtualLsiLogicController {}
+impl std::ops::Deref for VirtualLsiLogicController {
+    type Target = VirtualSCSIController;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIController {
+        &self.virtual_scsi_controller
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
+        &mut self.virtual_scsi_controller
+    }
+}
+impl x::Fields for VirtualLsiLogicController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
+    }
+}
+/// `VirtualLsiLogicControllerOption` (extends `VirtualSCSIControllerOption`).
+///
+/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicControllerOption {
+    /// The fields `VirtualLsiLogicControllerOption` inherits from `VirtualSCSIControllerOption`.
+    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
+}
+impl x::SchemaType for VirtualLsiLogicControllerOption {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicControllerOption";
+}
+impl x::Structure for VirtualLsiLogicControllerOption {}
+impl std::ops::Deref for VirtualLsiLogicControllerOption {
+    type Target = VirtualSCSIControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIControllerOption {
+        &self.virtual_scsi_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
+        &mut self.virtual_scsi_controller_option
+    }
+}
+impl x::Fields for VirtualLsiLogicControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
+    }
+}
+/// `VirtualLsiLogicSASController` (extends `VirtualSCSIController`).
+///
+/// The fields of `VirtualSCSIController` are in `virtual_scsi_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicSASController {
+    /// The fields `VirtualLsiLogicSASController` inherits from `VirtualSCSIController`.
+    pub virtual_scsi_controller: VirtualSCSIController,
+}
+impl x::SchemaType for VirtualLsiLogicSASController {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicSASController";
+}
+impl x::Structure for VirtualLsiLogicSASController {}
+impl std::ops::Deref for VirtualLsiLogicSASController {
+    type Target = VirtualSCSIController;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIController {
+        &self.virtual_scsi_controller
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicSASController {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIController {
+        &mut self.virtual_scsi_controller
+    }
+}
+impl x::Fields for VirtualLsiLogicSASController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller, w);
+    }
+}
+/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
+///
+/// The fields of `VirtualSCSIControllerOption` are in `virtual_scsi_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicSASControllerOption {
+    /// The fields `VirtualLsiLogicSASControllerOption` inherits from `VirtualSCSIControllerOption`.
+    pub virtual_scsi_controller_option: VirtualSCSIControllerOption,
+}
+impl x::SchemaType for VirtualLsiLogicSASControllerOption {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
+}
+impl x::Structure for VirtualLsiLogicSASControllerOption {}
+impl std::ops::Deref for VirtualLsiLogicSASControllerOption {
+    type Target = VirtualSCSIControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualSCSIControllerOption {
+        &self.virtual_scsi_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualLsiLogicSASControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualSCSIControllerOption {
+        &mut self.virtual_scsi_controller_option
+    }
+}
+impl x::Fields for VirtualLsiLogicSASControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_scsi_controller_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_scsi_controller_option, w);
+    }
+}
+/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineAffinityInfo {
+    /// `affinitySet`.
+    pub affinity_set: Vec<i32>,
+}
+impl x::SchemaType for VirtualMachineAffinityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
+}
+impl x::Structure for VirtualMachineAffinityInfo {}
+impl Clone for VirtualMachineAffinityInfo {
+    fn clone(&self) -> Self {
+        Self {
+            affinity_set: x::clone_vec(&self.affinity_set),
+        }
+    }
+}
+impl x::Fields for VirtualMachineAffinityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "affinitySet" => r.read_push(&mut self.affinity_set),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("affinitySet", &self.affinity_set);
+    }
+}
+/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBaseIndependentFilterSpec {}
+impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
+impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptions` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineBootOptions {
+    /// `bootDelay`.
+    pub boot_delay: Option<i64>,
+    /// `enterBIOSSetup`.
+    pub enter_bios_setup: Option<bool>,
+    /// `efiSecureBootEnabled`.
+    pub efi_secure_boot_enabled: Option<bool>,
+    /// `bootRetryEnabled`.
+    pub boot_retry_enabled: Option<bool>,
+    /// `bootRetryDelay`.
+    pub boot_retry_delay: Option<i64>,
+    /// `bootOrder`.
+    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
+    /// `networkBootProtocol`.
+    pub network_boot_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualMachineBootOptions {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
+}
+impl x::Structure for VirtualMachineBootOptions {}
+impl Clone for VirtualMachineBootOptions {
+    fn clone(&self) -> Self {
+        Self {
+            boot_delay: self.boot_delay,
+            enter_bios_setup: self.enter_bios_setup,
+            efi_secure_boot_enabled: self.efi_secure_boot_enabled,
+            boot_retry_enabled: self.boot_retry_enabled,
+            boot_retry_delay: self.boot_retry_delay,
+            boot_order: x::clone_vec(&self.boot_order),
+            network_boot_protocol: self.network_boot_protocol.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineBootOptions {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootDelay" => r.read_opt(&mut self.boot_delay),
+            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
+            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
+            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
+            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
+            "bootOrder" => r.read_push(&mut self.boot_order),
+            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bootDelay", &self.boot_delay);
+        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
+        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
+        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
+        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
+        w.write_vec("bootOrder", &self.boot_order);
+        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
+    }
+}
+/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDiskDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
+/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableEthernetDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
+/// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableFloppyDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableFloppyDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableFloppyDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableFloppyDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
 /// `VirtualMachineCapability` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineCapability {
@@ -535,7 +911,7 @@ impl x::Fields for VirtualMachineCloneSpec {
     }
 }
 /// `VirtualMachineConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineConfigInfo {
     /// `changeVersion`.
     pub change_version: String,
@@ -742,6 +1118,101 @@ impl x::SchemaType for VirtualMachineConfigInfo {
     const TYPE_NAME: &'static str = "VirtualMachineConfigInfo";
 }
 impl x::Structure for VirtualMachineConfigInfo {}
+impl Clone for VirtualMachineConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            change_version: self.change_version.clone(),
+            modified: self.modified.clone(),
+            name: self.name.clone(),
+            guest_full_name: self.guest_full_name.clone(),
+            version: self.version.clone(),
+            uuid: self.uuid.clone(),
+            create_date: self.create_date.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
+            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
+            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
+            location_id: self.location_id.clone(),
+            template: self.template,
+            guest_id: self.guest_id.clone(),
+            alternate_guest_name: self.alternate_guest_name.clone(),
+            annotation: self.annotation.clone(),
+            files: self.files.clone(),
+            tools: self.tools.clone(),
+            flags: self.flags.clone(),
+            console_preferences: self.console_preferences.clone(),
+            default_power_ops: self.default_power_ops.clone(),
+            reboot_power_off: self.reboot_power_off,
+            hardware: self.hardware.clone(),
+            vcpu_config: x::clone_vec(&self.vcpu_config),
+            cpu_allocation: self.cpu_allocation.clone(),
+            memory_allocation: self.memory_allocation.clone(),
+            latency_sensitivity: self.latency_sensitivity.clone(),
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            hot_plug_memory_limit: self.hot_plug_memory_limit,
+            hot_plug_memory_increment_size: self.hot_plug_memory_increment_size,
+            cpu_affinity: self.cpu_affinity.clone(),
+            memory_affinity: self.memory_affinity.clone(),
+            network_shaper: self.network_shaper.clone(),
+            extra_config: x::clone_vec(&self.extra_config),
+            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
+            datastore_url: x::clone_vec(&self.datastore_url),
+            swap_placement: self.swap_placement.clone(),
+            boot_options: self.boot_options.clone(),
+            ft_info: self.ft_info.clone(),
+            rep_config: self.rep_config.clone(),
+            vapp_config: self.vapp_config.clone(),
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
+            firmware: self.firmware.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
+            managed_by: self.managed_by.clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
+            initial_overhead: self.initial_overhead.clone(),
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
+            scheduled_hardware_upgrade_info: self
+                .scheduled_hardware_upgrade_info
+                .clone(),
+            fork_config_info: self.fork_config_info.clone(),
+            vflash_cache_reservation: self.vflash_cache_reservation,
+            vmx_config_checksum: self.vmx_config_checksum.clone(),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
+            vm_storage_object_id: self.vm_storage_object_id.clone(),
+            swap_storage_object_id: self.swap_storage_object_id.clone(),
+            key_id: self.key_id.clone(),
+            guest_integrity_info: self.guest_integrity_info.clone(),
+            migrate_encryption: self.migrate_encryption.clone(),
+            sgx_info: self.sgx_info.clone(),
+            content_lib_item_info: self.content_lib_item_info.clone(),
+            ft_encryption_mode: self.ft_encryption_mode.clone(),
+            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
+            sev_enabled: self.sev_enabled,
+            numa_info: self.numa_info.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
+            device_swap: self.device_swap.clone(),
+            pmem: self.pmem.clone(),
+            device_groups: self.device_groups.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
+            vmx_runtime_config: x::clone_vec(&self.vmx_runtime_config),
+            metro_ft_host_group: self.metro_ft_host_group.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
+            guest_architecture: self.guest_architecture.clone(),
+        }
+    }
+}
 impl x::Fields for VirtualMachineConfigInfo {
     fn decode_field(
         &mut self,
@@ -1128,7 +1599,7 @@ impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
     }
 }
 /// `VirtualMachineConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineConfigOption {
     /// `version`.
     pub version: String,
@@ -1159,6 +1630,28 @@ impl x::SchemaType for VirtualMachineConfigOption {
     const TYPE_NAME: &'static str = "VirtualMachineConfigOption";
 }
 impl x::Structure for VirtualMachineConfigOption {}
+impl Clone for VirtualMachineConfigOption {
+    fn clone(&self) -> Self {
+        Self {
+            version: self.version.clone(),
+            description: self.description.clone(),
+            guest_os_descriptor: x::clone_vec(&self.guest_os_descriptor),
+            guest_os_default_index: self.guest_os_default_index,
+            hardware_options: self.hardware_options.clone(),
+            capabilities: self.capabilities.clone(),
+            datastore: self.datastore.clone(),
+            default_device: x::clone_vec(&self.default_device),
+            supported_monitor_type: x::clone_vec(&self.supported_monitor_type),
+            supported_ovf_environment_transport: x::clone_vec(
+                &self.supported_ovf_environment_transport,
+            ),
+            supported_ovf_install_transport: x::clone_vec(
+                &self.supported_ovf_install_transport,
+            ),
+            property_relations: x::clone_vec(&self.property_relations),
+        }
+    }
+}
 impl x::Fields for VirtualMachineConfigOption {
     fn decode_field(
         &mut self,
@@ -1209,7 +1702,7 @@ impl x::Fields for VirtualMachineConfigOption {
     }
 }
 /// `VirtualMachineConfigOptionDescriptor` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineConfigOptionDescriptor {
     /// `key`.
     pub key: String,
@@ -1230,6 +1723,19 @@ impl x::SchemaType for VirtualMachineConfigOptionDescriptor {
     const TYPE_NAME: &'static str = "VirtualMachineConfigOptionDescriptor";
 }
 impl x::Structure for VirtualMachineConfigOptionDescriptor {}
+impl Clone for VirtualMachineConfigOptionDescriptor {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            description: self.description.clone(),
+            host: x::clone_vec(&self.host),
+            create_supported: self.create_supported,
+            default_config_option: self.default_config_option,
+            run_supported: self.run_supported,
+            upgrade_supported: self.upgrade_supported,
+        }
+    }
+}
 impl x::Fields for VirtualMachineConfigOptionDescriptor {
     fn decode_field(
         &mut self,
@@ -1264,7 +1770,7 @@ impl x::ArrayItem for VirtualMachineConfigOptionDescriptor {
     const ITEM_TAG: &'static str = "VirtualMachineConfigOptionDescriptor";
 }
 /// `VirtualMachineConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineConfigSpec {
     /// `changeVersion`.
     pub change_version: Option<String>,
@@ -1467,6 +1973,97 @@ impl x::SchemaType for VirtualMachineConfigSpec {
     const TYPE_NAME: &'static str = "VirtualMachineConfigSpec";
 }
 impl x::Structure for VirtualMachineConfigSpec {}
+impl Clone for VirtualMachineConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            change_version: self.change_version.clone(),
+            name: self.name.clone(),
+            version: self.version.clone(),
+            create_date: self.create_date.clone(),
+            uuid: self.uuid.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            npiv_node_world_wide_name: x::clone_vec(&self.npiv_node_world_wide_name),
+            npiv_port_world_wide_name: x::clone_vec(&self.npiv_port_world_wide_name),
+            npiv_world_wide_name_type: self.npiv_world_wide_name_type.clone(),
+            npiv_desired_node_wwns: self.npiv_desired_node_wwns,
+            npiv_desired_port_wwns: self.npiv_desired_port_wwns,
+            npiv_temporary_disabled: self.npiv_temporary_disabled,
+            npiv_on_non_rdm_disks: self.npiv_on_non_rdm_disks,
+            npiv_world_wide_name_op: self.npiv_world_wide_name_op.clone(),
+            location_id: self.location_id.clone(),
+            guest_id: self.guest_id.clone(),
+            alternate_guest_name: self.alternate_guest_name.clone(),
+            annotation: self.annotation.clone(),
+            files: self.files.clone(),
+            tools: self.tools.clone(),
+            flags: self.flags.clone(),
+            console_preferences: self.console_preferences.clone(),
+            power_op_info: self.power_op_info.clone(),
+            reboot_power_off: self.reboot_power_off,
+            num_cpus: self.num_cpus,
+            vcpu_config: x::clone_vec(&self.vcpu_config),
+            num_cores_per_socket: self.num_cores_per_socket,
+            memory_mb: self.memory_mb,
+            memory_hot_add_enabled: self.memory_hot_add_enabled,
+            cpu_hot_add_enabled: self.cpu_hot_add_enabled,
+            cpu_hot_remove_enabled: self.cpu_hot_remove_enabled,
+            virtual_ich7_m_present: self.virtual_ich7_m_present,
+            virtual_smc_present: self.virtual_smc_present,
+            device_change: x::clone_vec(&self.device_change),
+            cpu_allocation: self.cpu_allocation.clone(),
+            memory_allocation: self.memory_allocation.clone(),
+            latency_sensitivity: self.latency_sensitivity.clone(),
+            cpu_affinity: self.cpu_affinity.clone(),
+            memory_affinity: self.memory_affinity.clone(),
+            network_shaper: self.network_shaper.clone(),
+            cpu_feature_mask: x::clone_vec(&self.cpu_feature_mask),
+            extra_config: x::clone_vec(&self.extra_config),
+            swap_placement: self.swap_placement.clone(),
+            boot_options: self.boot_options.clone(),
+            vapp_config: self.vapp_config.clone(),
+            ft_info: self.ft_info.clone(),
+            rep_config: self.rep_config.clone(),
+            vapp_config_removed: self.vapp_config_removed,
+            vasserts_enabled: self.vasserts_enabled,
+            change_tracking_enabled: self.change_tracking_enabled,
+            firmware: self.firmware.clone(),
+            max_mks_connections: self.max_mks_connections,
+            guest_auto_lock_enabled: self.guest_auto_lock_enabled,
+            managed_by: self.managed_by.clone(),
+            memory_reservation_locked_to_max: self.memory_reservation_locked_to_max,
+            nested_hv_enabled: self.nested_hv_enabled,
+            vpmc_enabled: self.vpmc_enabled,
+            scheduled_hardware_upgrade_info: self
+                .scheduled_hardware_upgrade_info
+                .clone(),
+            vm_profile: x::clone_vec(&self.vm_profile),
+            message_bus_tunnel_enabled: self.message_bus_tunnel_enabled,
+            crypto: self.crypto.clone(),
+            migrate_encryption: self.migrate_encryption.clone(),
+            sgx_info: self.sgx_info.clone(),
+            ft_encryption_mode: self.ft_encryption_mode.clone(),
+            guest_monitoring_mode_info: self.guest_monitoring_mode_info.clone(),
+            sev_enabled: self.sev_enabled,
+            virtual_numa: self.virtual_numa.clone(),
+            motherboard_layout: self.motherboard_layout.clone(),
+            pmem_failover_enabled: self.pmem_failover_enabled,
+            vmx_stats_collection_enabled: self.vmx_stats_collection_enabled,
+            vm_op_notification_to_app_enabled: self.vm_op_notification_to_app_enabled,
+            vm_op_notification_timeout: self.vm_op_notification_timeout,
+            device_swap: self.device_swap.clone(),
+            simultaneous_threads: self.simultaneous_threads,
+            pmem: self.pmem.clone(),
+            device_groups: self.device_groups.clone(),
+            fixed_passthru_hot_plug_enabled: self.fixed_passthru_hot_plug_enabled,
+            metro_ft_enabled: self.metro_ft_enabled,
+            metro_ft_host_group: self.metro_ft_host_group.clone(),
+            tdx_enabled: self.tdx_enabled,
+            sev_snp_enabled: self.sev_snp_enabled,
+            tag_specs: x::clone_vec(&self.tag_specs),
+            vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
+        }
+    }
+}
 impl x::Fields for VirtualMachineConfigSpec {
     fn decode_field(
         &mut self,
@@ -2062,7 +2659,7 @@ impl x::ArrayItem for VirtualMachineCpuIdInfoSpec {
 /// `VirtualMachineDatastoreInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineDatastoreInfo {
     /// The fields `VirtualMachineDatastoreInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -2091,6 +2688,22 @@ impl x::SchemaType for VirtualMachineDatastoreInfo {
     const TYPE_NAME: &'static str = "VirtualMachineDatastoreInfo";
 }
 impl x::Structure for VirtualMachineDatastoreInfo {}
+impl Clone for VirtualMachineDatastoreInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            datastore: self.datastore.clone(),
+            capability: self.capability.clone(),
+            max_file_size: self.max_file_size,
+            max_virtual_disk_capacity: self.max_virtual_disk_capacity,
+            max_physical_rdm_file_size: self.max_physical_rdm_file_size,
+            max_virtual_rdm_file_size: self.max_virtual_rdm_file_size,
+            mode: self.mode.clone(),
+            vstorage_support: self.vstorage_support.clone(),
+            supported_vdisk_formats: x::clone_vec(&self.supported_vdisk_formats),
+        }
+    }
+}
 impl std::ops::Deref for VirtualMachineDatastoreInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
@@ -2190,692 +2803,4 @@ impl x::Fields for VirtualMachineDatastoreVolumeOption {
 impl x::ArrayItem for VirtualMachineDatastoreVolumeOption {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDatastoreVolumeOption";
     const ITEM_TAG: &'static str = "VirtualMachineDatastoreVolumeOption";
-}
-/// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDefaultPowerOpInfo {
-    /// `powerOffType`.
-    pub power_off_type: Option<String>,
-    /// `suspendType`.
-    pub suspend_type: Option<String>,
-    /// `resetType`.
-    pub reset_type: Option<String>,
-    /// `defaultPowerOffType`.
-    pub default_power_off_type: Option<String>,
-    /// `defaultSuspendType`.
-    pub default_suspend_type: Option<String>,
-    /// `defaultResetType`.
-    pub default_reset_type: Option<String>,
-    /// `standbyAction`.
-    pub standby_action: Option<String>,
-}
-impl x::SchemaType for VirtualMachineDefaultPowerOpInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDefaultPowerOpInfo";
-}
-impl x::Structure for VirtualMachineDefaultPowerOpInfo {}
-impl x::Fields for VirtualMachineDefaultPowerOpInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "powerOffType" => r.read_opt(&mut self.power_off_type),
-            "suspendType" => r.read_opt(&mut self.suspend_type),
-            "resetType" => r.read_opt(&mut self.reset_type),
-            "defaultPowerOffType" => r.read_opt(&mut self.default_power_off_type),
-            "defaultSuspendType" => r.read_opt(&mut self.default_suspend_type),
-            "defaultResetType" => r.read_opt(&mut self.default_reset_type),
-            "standbyAction" => r.read_opt(&mut self.standby_action),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("powerOffType", &self.power_off_type);
-        w.write_opt("suspendType", &self.suspend_type);
-        w.write_opt("resetType", &self.reset_type);
-        w.write_opt("defaultPowerOffType", &self.default_power_off_type);
-        w.write_opt("defaultSuspendType", &self.default_suspend_type);
-        w.write_opt("defaultResetType", &self.default_reset_type);
-        w.write_opt("standbyAction", &self.standby_action);
-    }
-}
-/// `VirtualMachineDefaultProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDefaultProfileSpec {}
-impl x::SchemaType for VirtualMachineDefaultProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineDefaultProfileSpec";
-}
-impl x::Structure for VirtualMachineDefaultProfileSpec {}
-impl x::Fields for VirtualMachineDefaultProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineDefinedProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDefinedProfileSpec {
-    /// `profileId`.
-    pub profile_id: String,
-    /// `replicationSpec`.
-    pub replication_spec: Option<ReplicationSpec>,
-    /// `profileData`.
-    pub profile_data: Option<VirtualMachineProfileRawData>,
-    /// `profileParams`.
-    pub profile_params: Vec<KeyValue>,
-}
-impl x::SchemaType for VirtualMachineDefinedProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineDefinedProfileSpec";
-}
-impl x::Structure for VirtualMachineDefinedProfileSpec {}
-impl x::Fields for VirtualMachineDefinedProfileSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "profileId" => r.read(&mut self.profile_id),
-            "replicationSpec" => r.read_opt(&mut self.replication_spec),
-            "profileData" => r.read_opt(&mut self.profile_data),
-            "profileParams" => r.read_push(&mut self.profile_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("profileId", &self.profile_id);
-        w.write_opt("replicationSpec", &self.replication_spec);
-        w.write_opt("profileData", &self.profile_data);
-        w.write_vec("profileParams", &self.profile_params);
-    }
-}
-/// `VirtualMachineDeviceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDeviceRuntimeInfo {
-    /// `runtimeState`.
-    pub runtime_state: AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState,
-    /// `key`.
-    pub key: i32,
-}
-impl x::SchemaType for VirtualMachineDeviceRuntimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfo";
-}
-impl x::Structure for VirtualMachineDeviceRuntimeInfo {}
-impl x::Fields for VirtualMachineDeviceRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runtimeState" => r.read(&mut self.runtime_state),
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("runtimeState", &self.runtime_state);
-        w.write("key", &self.key);
-    }
-}
-impl x::ArrayItem for VirtualMachineDeviceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDeviceRuntimeInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDeviceRuntimeInfo";
-}
-/// `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
-impl x::SchemaType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
-    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState";
-}
-impl x::Structure for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
-impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState` (extends `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    /// `vmDirectPathGen2Active`.
-    pub vm_direct_path_gen2_active: bool,
-    /// `vmDirectPathGen2InactiveReasonVm`.
-    pub vm_direct_path_gen2_inactive_reason_vm: Vec<String>,
-    /// `vmDirectPathGen2InactiveReasonOther`.
-    pub vm_direct_path_gen2_inactive_reason_other: Vec<String>,
-    /// `vmDirectPathGen2InactiveReasonExtended`.
-    pub vm_direct_path_gen2_inactive_reason_extended: Option<String>,
-    /// `uptv2Active`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_active: Option<bool>,
-    /// `uptv2InactiveReasonVm`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_inactive_reason_vm: Vec<String>,
-    /// `uptv2InactiveReasonOther`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_inactive_reason_other: Vec<String>,
-    /// `reservationStatus`.
-    pub reservation_status: Option<String>,
-    /// `attachmentStatus`.
-    pub attachment_status: Option<String>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-}
-impl x::SchemaType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState";
-}
-impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {}
-impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmDirectPathGen2Active" => r.read(&mut self.vm_direct_path_gen2_active),
-            "vmDirectPathGen2InactiveReasonVm" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_vm)
-            }
-            "vmDirectPathGen2InactiveReasonOther" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)
-            }
-            "vmDirectPathGen2InactiveReasonExtended" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
-            }
-            "uptv2Active" => r.read_opt(&mut self.uptv2_active),
-            "uptv2InactiveReasonVm" => r.read_push(&mut self.uptv2_inactive_reason_vm),
-            "uptv2InactiveReasonOther" => {
-                r.read_push(&mut self.uptv2_inactive_reason_other)
-            }
-            "reservationStatus" => r.read_opt(&mut self.reservation_status),
-            "attachmentStatus" => r.read_opt(&mut self.attachment_status),
-            "featureRequirement" => r.read_push(&mut self.feature_requirement),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vmDirectPathGen2Active", &self.vm_direct_path_gen2_active);
-        w.write_vec(
-            "vmDirectPathGen2InactiveReasonVm",
-            &self.vm_direct_path_gen2_inactive_reason_vm,
-        );
-        w.write_vec(
-            "vmDirectPathGen2InactiveReasonOther",
-            &self.vm_direct_path_gen2_inactive_reason_other,
-        );
-        w.write_opt(
-            "vmDirectPathGen2InactiveReasonExtended",
-            &self.vm_direct_path_gen2_inactive_reason_extended,
-        );
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2Active",
-                self.uptv2_active.is_some(),
-            )
-        {
-            w.write_opt("uptv2Active", &self.uptv2_active);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonVm",
-                !self.uptv2_inactive_reason_vm.is_empty(),
-            )
-        {
-            w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
-        }
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonOther",
-                !self.uptv2_inactive_reason_other.is_empty(),
-            )
-        {
-            w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
-        }
-        w.write_opt("reservationStatus", &self.reservation_status);
-        w.write_opt("attachmentStatus", &self.attachment_status);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-    }
-}
-/// `VirtualMachineDiskDeviceInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDiskDeviceInfo {
-    /// The fields `VirtualMachineDiskDeviceInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `capacity`.
-    pub capacity: Option<i64>,
-    /// `vm`.
-    pub vm: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for VirtualMachineDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineDiskDeviceInfo {}
-impl std::ops::Deref for VirtualMachineDiskDeviceInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineDiskDeviceInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "capacity" => r.read_opt(&mut self.capacity),
-            "vm" => r.read_push(&mut self.vm),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write_opt("capacity", &self.capacity);
-        w.write_vec("vm", &self.vm);
-    }
-}
-/// `VirtualMachineDisplayTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDisplayTopology {
-    /// `x`.
-    pub x: i32,
-    /// `y`.
-    pub y: i32,
-    /// `width`.
-    pub width: i32,
-    /// `height`.
-    pub height: i32,
-}
-impl x::SchemaType for VirtualMachineDisplayTopology {
-    const TYPE_NAME: &'static str = "VirtualMachineDisplayTopology";
-}
-impl x::Structure for VirtualMachineDisplayTopology {}
-impl x::Fields for VirtualMachineDisplayTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "x" => r.read(&mut self.x),
-            "y" => r.read(&mut self.y),
-            "width" => r.read(&mut self.width),
-            "height" => r.read(&mut self.height),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("x", &self.x);
-        w.write("y", &self.y);
-        w.write("width", &self.width);
-        w.write("height", &self.height);
-    }
-}
-impl x::ArrayItem for VirtualMachineDisplayTopology {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDisplayTopology";
-    const ITEM_TAG: &'static str = "VirtualMachineDisplayTopology";
-}
-/// `VirtualMachineDvxClassInfo` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDvxClassInfo {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: AnyElementDescription,
-    /// `vendorName`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vendor_name: String,
-    /// `sriovNic`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub sriov_nic: bool,
-    /// `configParams`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub config_params: Vec<OptionDef>,
-}
-impl x::SchemaType for VirtualMachineDvxClassInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDvxClassInfo";
-}
-impl x::Structure for VirtualMachineDvxClassInfo {}
-impl x::Fields for VirtualMachineDvxClassInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read(&mut self.device_class),
-            "vendorName" => r.read(&mut self.vendor_name),
-            "sriovNic" => r.read(&mut self.sriov_nic),
-            "configParams" => r.read_push(&mut self.config_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualMachineDvxClassInfo", true);
-        w.write("deviceClass", &self.device_class);
-        w.write("vendorName", &self.vendor_name);
-        w.write("sriovNic", &self.sriov_nic);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-impl x::ArrayItem for VirtualMachineDvxClassInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDvxClassInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDvxClassInfo";
-}
-/// `VirtualMachineDynamicPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineDynamicPassthroughInfo {
-    /// The fields `VirtualMachineDynamicPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `customLabel`.
-    pub custom_label: Option<String>,
-    /// `vendorId`.
-    pub vendor_id: i32,
-    /// `deviceId`.
-    pub device_id: i32,
-}
-impl x::SchemaType for VirtualMachineDynamicPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineDynamicPassthroughInfo";
-}
-impl x::Structure for VirtualMachineDynamicPassthroughInfo {}
-impl std::ops::Deref for VirtualMachineDynamicPassthroughInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineDynamicPassthroughInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineDynamicPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendorName" => r.read(&mut self.vendor_name),
-            "deviceName" => r.read(&mut self.device_name),
-            "customLabel" => r.read_opt(&mut self.custom_label),
-            "vendorId" => r.read(&mut self.vendor_id),
-            "deviceId" => r.read(&mut self.device_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceName", &self.device_name);
-        w.write_opt("customLabel", &self.custom_label);
-        w.write("vendorId", &self.vendor_id);
-        w.write("deviceId", &self.device_id);
-    }
-}
-impl x::ArrayItem for VirtualMachineDynamicPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDynamicPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineDynamicPassthroughInfo";
-}
-/// `VirtualMachineEmptyIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineEmptyIndependentFilterSpec {}
-impl x::SchemaType for VirtualMachineEmptyIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineEmptyIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineEmptyIndependentFilterSpec {}
-impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineEmptyProfileSpec` (extends `VirtualMachineProfileSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineEmptyProfileSpec {}
-impl x::SchemaType for VirtualMachineEmptyProfileSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineEmptyProfileSpec";
-}
-impl x::Structure for VirtualMachineEmptyProfileSpec {}
-impl x::Fields for VirtualMachineEmptyProfileSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineFeatureRequirement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFeatureRequirement {
-    /// `key`.
-    pub key: String,
-    /// `featureName`.
-    pub feature_name: String,
-    /// `value`.
-    pub value: String,
-}
-impl x::SchemaType for VirtualMachineFeatureRequirement {
-    const TYPE_NAME: &'static str = "VirtualMachineFeatureRequirement";
-}
-impl x::Structure for VirtualMachineFeatureRequirement {}
-impl x::Fields for VirtualMachineFeatureRequirement {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "featureName" => r.read(&mut self.feature_name),
-            "value" => r.read(&mut self.value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("featureName", &self.feature_name);
-        w.write("value", &self.value);
-    }
-}
-impl x::ArrayItem for VirtualMachineFeatureRequirement {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFeatureRequirement";
-    const ITEM_TAG: &'static str = "VirtualMachineFeatureRequirement";
-}
-/// `VirtualMachineFileInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileInfo {
-    /// `vmPathName`.
-    pub vm_path_name: Option<String>,
-    /// `snapshotDirectory`.
-    pub snapshot_directory: Option<String>,
-    /// `suspendDirectory`.
-    pub suspend_directory: Option<String>,
-    /// `logDirectory`.
-    pub log_directory: Option<String>,
-    /// `ftMetadataDirectory`.
-    pub ft_metadata_directory: Option<String>,
-}
-impl x::SchemaType for VirtualMachineFileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFileInfo";
-}
-impl x::Structure for VirtualMachineFileInfo {}
-impl x::Fields for VirtualMachineFileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmPathName" => r.read_opt(&mut self.vm_path_name),
-            "snapshotDirectory" => r.read_opt(&mut self.snapshot_directory),
-            "suspendDirectory" => r.read_opt(&mut self.suspend_directory),
-            "logDirectory" => r.read_opt(&mut self.log_directory),
-            "ftMetadataDirectory" => r.read_opt(&mut self.ft_metadata_directory),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vmPathName", &self.vm_path_name);
-        w.write_opt("snapshotDirectory", &self.snapshot_directory);
-        w.write_opt("suspendDirectory", &self.suspend_directory);
-        w.write_opt("logDirectory", &self.log_directory);
-        w.write_opt("ftMetadataDirectory", &self.ft_metadata_directory);
-    }
-}
-/// `VirtualMachineFileLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileLayout {
-    /// `configFile`.
-    pub config_file: Vec<String>,
-    /// `logFile`.
-    pub log_file: Vec<String>,
-    /// `disk`.
-    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
-    /// `snapshot`.
-    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
-    /// `swapFile`.
-    pub swap_file: Option<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
-}
-impl x::Structure for VirtualMachineFileLayout {}
-impl x::Fields for VirtualMachineFileLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "configFile" => r.read_push(&mut self.config_file),
-            "logFile" => r.read_push(&mut self.log_file),
-            "disk" => r.read_push(&mut self.disk),
-            "snapshot" => r.read_push(&mut self.snapshot),
-            "swapFile" => r.read_opt(&mut self.swap_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("configFile", &self.config_file);
-        w.write_vec("logFile", &self.log_file);
-        w.write_vec("disk", &self.disk);
-        w.write_vec("snapshot", &self.snapshot);
-        w.write_opt("swapFile", &self.swap_file);
-    }
-}
-/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFileLayoutDiskLayout {
-    /// `key`.
-    pub key: i32,
-    /// `diskFile`.
-    pub disk_file: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
-    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
-}
-impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
-impl x::Fields for VirtualMachineFileLayoutDiskLayout {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "diskFile" => r.read_push(&mut self.disk_file),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("diskFile", &self.disk_file);
-    }
-}
-impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
-    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
 }

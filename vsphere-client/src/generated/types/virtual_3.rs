@@ -5,8 +5,766 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
+/// `VirtualMachineDefaultPowerOpInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDefaultPowerOpInfo {
+    /// `powerOffType`.
+    pub power_off_type: Option<String>,
+    /// `suspendType`.
+    pub suspend_type: Option<String>,
+    /// `resetType`.
+    pub reset_type: Option<String>,
+    /// `defaultPowerOffType`.
+    pub default_power_off_type: Option<String>,
+    /// `defaultSuspendType`.
+    pub default_suspend_type: Option<String>,
+    /// `defaultResetType`.
+    pub default_reset_type: Option<String>,
+    /// `standbyAction`.
+    pub standby_action: Option<String>,
+}
+impl x::SchemaType for VirtualMachineDefaultPowerOpInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDefaultPowerOpInfo";
+}
+impl x::Structure for VirtualMachineDefaultPowerOpInfo {}
+impl x::Fields for VirtualMachineDefaultPowerOpInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "powerOffType" => r.read_opt(&mut self.power_off_type),
+            "suspendType" => r.read_opt(&mut self.suspend_type),
+            "resetType" => r.read_opt(&mut self.reset_type),
+            "defaultPowerOffType" => r.read_opt(&mut self.default_power_off_type),
+            "defaultSuspendType" => r.read_opt(&mut self.default_suspend_type),
+            "defaultResetType" => r.read_opt(&mut self.default_reset_type),
+            "standbyAction" => r.read_opt(&mut self.standby_action),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("powerOffType", &self.power_off_type);
+        w.write_opt("suspendType", &self.suspend_type);
+        w.write_opt("resetType", &self.reset_type);
+        w.write_opt("defaultPowerOffType", &self.default_power_off_type);
+        w.write_opt("defaultSuspendType", &self.default_suspend_type);
+        w.write_opt("defaultResetType", &self.default_reset_type);
+        w.write_opt("standbyAction", &self.standby_action);
+    }
+}
+/// `VirtualMachineDefaultProfileSpec` (extends `VirtualMachineProfileSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDefaultProfileSpec {}
+impl x::SchemaType for VirtualMachineDefaultProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineDefaultProfileSpec";
+}
+impl x::Structure for VirtualMachineDefaultProfileSpec {}
+impl x::Fields for VirtualMachineDefaultProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineDefinedProfileSpec` (extends `VirtualMachineProfileSpec`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineDefinedProfileSpec {
+    /// `profileId`.
+    pub profile_id: String,
+    /// `replicationSpec`.
+    pub replication_spec: Option<ReplicationSpec>,
+    /// `profileData`.
+    pub profile_data: Option<VirtualMachineProfileRawData>,
+    /// `profileParams`.
+    pub profile_params: Vec<KeyValue>,
+}
+impl x::SchemaType for VirtualMachineDefinedProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineDefinedProfileSpec";
+}
+impl x::Structure for VirtualMachineDefinedProfileSpec {}
+impl Clone for VirtualMachineDefinedProfileSpec {
+    fn clone(&self) -> Self {
+        Self {
+            profile_id: self.profile_id.clone(),
+            replication_spec: self.replication_spec.clone(),
+            profile_data: self.profile_data.clone(),
+            profile_params: x::clone_vec(&self.profile_params),
+        }
+    }
+}
+impl x::Fields for VirtualMachineDefinedProfileSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "profileId" => r.read(&mut self.profile_id),
+            "replicationSpec" => r.read_opt(&mut self.replication_spec),
+            "profileData" => r.read_opt(&mut self.profile_data),
+            "profileParams" => r.read_push(&mut self.profile_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("profileId", &self.profile_id);
+        w.write_opt("replicationSpec", &self.replication_spec);
+        w.write_opt("profileData", &self.profile_data);
+        w.write_vec("profileParams", &self.profile_params);
+    }
+}
+/// `VirtualMachineDeviceRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDeviceRuntimeInfo {
+    /// `runtimeState`.
+    pub runtime_state: AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState,
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for VirtualMachineDeviceRuntimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfo";
+}
+impl x::Structure for VirtualMachineDeviceRuntimeInfo {}
+impl x::Fields for VirtualMachineDeviceRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "runtimeState" => r.read(&mut self.runtime_state),
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("runtimeState", &self.runtime_state);
+        w.write("key", &self.key);
+    }
+}
+impl x::ArrayItem for VirtualMachineDeviceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDeviceRuntimeInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDeviceRuntimeInfo";
+}
+/// `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
+impl x::SchemaType for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState";
+}
+impl x::Structure for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {}
+impl x::Fields for VirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState` (extends `VirtualMachineDeviceRuntimeInfoDeviceRuntimeState`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    /// `vmDirectPathGen2Active`.
+    pub vm_direct_path_gen2_active: bool,
+    /// `vmDirectPathGen2InactiveReasonVm`.
+    pub vm_direct_path_gen2_inactive_reason_vm: Vec<String>,
+    /// `vmDirectPathGen2InactiveReasonOther`.
+    pub vm_direct_path_gen2_inactive_reason_other: Vec<String>,
+    /// `vmDirectPathGen2InactiveReasonExtended`.
+    pub vm_direct_path_gen2_inactive_reason_extended: Option<String>,
+    /// `uptv2Active`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_active: Option<bool>,
+    /// `uptv2InactiveReasonVm`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_inactive_reason_vm: Vec<String>,
+    /// `uptv2InactiveReasonOther`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub uptv2_inactive_reason_other: Vec<String>,
+    /// `reservationStatus`.
+    pub reservation_status: Option<String>,
+    /// `attachmentStatus`.
+    pub attachment_status: Option<String>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+}
+impl x::SchemaType for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    const TYPE_NAME: &'static str = "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState";
+}
+impl x::Structure for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {}
+impl Clone for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    fn clone(&self) -> Self {
+        Self {
+            vm_direct_path_gen2_active: self.vm_direct_path_gen2_active,
+            vm_direct_path_gen2_inactive_reason_vm: x::clone_vec(
+                &self.vm_direct_path_gen2_inactive_reason_vm,
+            ),
+            vm_direct_path_gen2_inactive_reason_other: x::clone_vec(
+                &self.vm_direct_path_gen2_inactive_reason_other,
+            ),
+            vm_direct_path_gen2_inactive_reason_extended: self
+                .vm_direct_path_gen2_inactive_reason_extended
+                .clone(),
+            uptv2_active: self.uptv2_active,
+            uptv2_inactive_reason_vm: x::clone_vec(&self.uptv2_inactive_reason_vm),
+            uptv2_inactive_reason_other: x::clone_vec(&self.uptv2_inactive_reason_other),
+            reservation_status: self.reservation_status.clone(),
+            attachment_status: self.attachment_status.clone(),
+            feature_requirement: x::clone_vec(&self.feature_requirement),
+        }
+    }
+}
+impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmDirectPathGen2Active" => r.read(&mut self.vm_direct_path_gen2_active),
+            "vmDirectPathGen2InactiveReasonVm" => {
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_vm)
+            }
+            "vmDirectPathGen2InactiveReasonOther" => {
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)
+            }
+            "vmDirectPathGen2InactiveReasonExtended" => {
+                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
+            }
+            "uptv2Active" => r.read_opt(&mut self.uptv2_active),
+            "uptv2InactiveReasonVm" => r.read_push(&mut self.uptv2_inactive_reason_vm),
+            "uptv2InactiveReasonOther" => {
+                r.read_push(&mut self.uptv2_inactive_reason_other)
+            }
+            "reservationStatus" => r.read_opt(&mut self.reservation_status),
+            "attachmentStatus" => r.read_opt(&mut self.attachment_status),
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vmDirectPathGen2Active", &self.vm_direct_path_gen2_active);
+        w.write_vec(
+            "vmDirectPathGen2InactiveReasonVm",
+            &self.vm_direct_path_gen2_inactive_reason_vm,
+        );
+        w.write_vec(
+            "vmDirectPathGen2InactiveReasonOther",
+            &self.vm_direct_path_gen2_inactive_reason_other,
+        );
+        w.write_opt(
+            "vmDirectPathGen2InactiveReasonExtended",
+            &self.vm_direct_path_gen2_inactive_reason_extended,
+        );
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2Active",
+                self.uptv2_active.is_some(),
+            )
+        {
+            w.write_opt("uptv2Active", &self.uptv2_active);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonVm",
+                !self.uptv2_inactive_reason_vm.is_empty(),
+            )
+        {
+            w.write_vec("uptv2InactiveReasonVm", &self.uptv2_inactive_reason_vm);
+        }
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState.uptv2InactiveReasonOther",
+                !self.uptv2_inactive_reason_other.is_empty(),
+            )
+        {
+            w.write_vec("uptv2InactiveReasonOther", &self.uptv2_inactive_reason_other);
+        }
+        w.write_opt("reservationStatus", &self.reservation_status);
+        w.write_opt("attachmentStatus", &self.attachment_status);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+    }
+}
+/// `VirtualMachineDiskDeviceInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineDiskDeviceInfo {
+    /// The fields `VirtualMachineDiskDeviceInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `capacity`.
+    pub capacity: Option<i64>,
+    /// `vm`.
+    pub vm: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for VirtualMachineDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineDiskDeviceInfo {}
+impl Clone for VirtualMachineDiskDeviceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            capacity: self.capacity,
+            vm: x::clone_vec(&self.vm),
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineDiskDeviceInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write_opt("capacity", &self.capacity);
+        w.write_vec("vm", &self.vm);
+    }
+}
+/// `VirtualMachineDisplayTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDisplayTopology {
+    /// `x`.
+    pub x: i32,
+    /// `y`.
+    pub y: i32,
+    /// `width`.
+    pub width: i32,
+    /// `height`.
+    pub height: i32,
+}
+impl x::SchemaType for VirtualMachineDisplayTopology {
+    const TYPE_NAME: &'static str = "VirtualMachineDisplayTopology";
+}
+impl x::Structure for VirtualMachineDisplayTopology {}
+impl x::Fields for VirtualMachineDisplayTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "x" => r.read(&mut self.x),
+            "y" => r.read(&mut self.y),
+            "width" => r.read(&mut self.width),
+            "height" => r.read(&mut self.height),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("x", &self.x);
+        w.write("y", &self.y);
+        w.write("width", &self.width);
+        w.write("height", &self.height);
+    }
+}
+impl x::ArrayItem for VirtualMachineDisplayTopology {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDisplayTopology";
+    const ITEM_TAG: &'static str = "VirtualMachineDisplayTopology";
+}
+/// `VirtualMachineDvxClassInfo` (extends `DynamicData`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineDvxClassInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: AnyElementDescription,
+    /// `vendorName`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vendor_name: String,
+    /// `sriovNic`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub sriov_nic: bool,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<OptionDef>,
+}
+impl x::SchemaType for VirtualMachineDvxClassInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDvxClassInfo";
+}
+impl x::Structure for VirtualMachineDvxClassInfo {}
+impl Clone for VirtualMachineDvxClassInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device_class: self.device_class.clone(),
+            vendor_name: self.vendor_name.clone(),
+            sriov_nic: self.sriov_nic,
+            config_params: x::clone_vec(&self.config_params),
+        }
+    }
+}
+impl x::Fields for VirtualMachineDvxClassInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read(&mut self.device_class),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "sriovNic" => r.read(&mut self.sriov_nic),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualMachineDvxClassInfo", true);
+        w.write("deviceClass", &self.device_class);
+        w.write("vendorName", &self.vendor_name);
+        w.write("sriovNic", &self.sriov_nic);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+impl x::ArrayItem for VirtualMachineDvxClassInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDvxClassInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDvxClassInfo";
+}
+/// `VirtualMachineDynamicPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineDynamicPassthroughInfo {
+    /// The fields `VirtualMachineDynamicPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `customLabel`.
+    pub custom_label: Option<String>,
+    /// `vendorId`.
+    pub vendor_id: i32,
+    /// `deviceId`.
+    pub device_id: i32,
+}
+impl x::SchemaType for VirtualMachineDynamicPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineDynamicPassthroughInfo";
+}
+impl x::Structure for VirtualMachineDynamicPassthroughInfo {}
+impl std::ops::Deref for VirtualMachineDynamicPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineDynamicPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineDynamicPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceName" => r.read(&mut self.device_name),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceName", &self.device_name);
+        w.write_opt("customLabel", &self.custom_label);
+        w.write("vendorId", &self.vendor_id);
+        w.write("deviceId", &self.device_id);
+    }
+}
+impl x::ArrayItem for VirtualMachineDynamicPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineDynamicPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineDynamicPassthroughInfo";
+}
+/// `VirtualMachineEmptyIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineEmptyIndependentFilterSpec {}
+impl x::SchemaType for VirtualMachineEmptyIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineEmptyIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineEmptyIndependentFilterSpec {}
+impl x::Fields for VirtualMachineEmptyIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineEmptyProfileSpec` (extends `VirtualMachineProfileSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineEmptyProfileSpec {}
+impl x::SchemaType for VirtualMachineEmptyProfileSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineEmptyProfileSpec";
+}
+impl x::Structure for VirtualMachineEmptyProfileSpec {}
+impl x::Fields for VirtualMachineEmptyProfileSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineFeatureRequirement` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFeatureRequirement {
+    /// `key`.
+    pub key: String,
+    /// `featureName`.
+    pub feature_name: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for VirtualMachineFeatureRequirement {
+    const TYPE_NAME: &'static str = "VirtualMachineFeatureRequirement";
+}
+impl x::Structure for VirtualMachineFeatureRequirement {}
+impl x::Fields for VirtualMachineFeatureRequirement {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("featureName", &self.feature_name);
+        w.write("value", &self.value);
+    }
+}
+impl x::ArrayItem for VirtualMachineFeatureRequirement {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFeatureRequirement";
+    const ITEM_TAG: &'static str = "VirtualMachineFeatureRequirement";
+}
+/// `VirtualMachineFileInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFileInfo {
+    /// `vmPathName`.
+    pub vm_path_name: Option<String>,
+    /// `snapshotDirectory`.
+    pub snapshot_directory: Option<String>,
+    /// `suspendDirectory`.
+    pub suspend_directory: Option<String>,
+    /// `logDirectory`.
+    pub log_directory: Option<String>,
+    /// `ftMetadataDirectory`.
+    pub ft_metadata_directory: Option<String>,
+}
+impl x::SchemaType for VirtualMachineFileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFileInfo";
+}
+impl x::Structure for VirtualMachineFileInfo {}
+impl x::Fields for VirtualMachineFileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmPathName" => r.read_opt(&mut self.vm_path_name),
+            "snapshotDirectory" => r.read_opt(&mut self.snapshot_directory),
+            "suspendDirectory" => r.read_opt(&mut self.suspend_directory),
+            "logDirectory" => r.read_opt(&mut self.log_directory),
+            "ftMetadataDirectory" => r.read_opt(&mut self.ft_metadata_directory),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmPathName", &self.vm_path_name);
+        w.write_opt("snapshotDirectory", &self.snapshot_directory);
+        w.write_opt("suspendDirectory", &self.suspend_directory);
+        w.write_opt("logDirectory", &self.log_directory);
+        w.write_opt("ftMetadataDirectory", &self.ft_metadata_directory);
+    }
+}
+/// `VirtualMachineFileLayout` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineFileLayout {
+    /// `configFile`.
+    pub config_file: Vec<String>,
+    /// `logFile`.
+    pub log_file: Vec<String>,
+    /// `disk`.
+    pub disk: Vec<VirtualMachineFileLayoutDiskLayout>,
+    /// `snapshot`.
+    pub snapshot: Vec<VirtualMachineFileLayoutSnapshotLayout>,
+    /// `swapFile`.
+    pub swap_file: Option<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayout";
+}
+impl x::Structure for VirtualMachineFileLayout {}
+impl Clone for VirtualMachineFileLayout {
+    fn clone(&self) -> Self {
+        Self {
+            config_file: x::clone_vec(&self.config_file),
+            log_file: x::clone_vec(&self.log_file),
+            disk: x::clone_vec(&self.disk),
+            snapshot: x::clone_vec(&self.snapshot),
+            swap_file: self.swap_file.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "configFile" => r.read_push(&mut self.config_file),
+            "logFile" => r.read_push(&mut self.log_file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "swapFile" => r.read_opt(&mut self.swap_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("configFile", &self.config_file);
+        w.write_vec("logFile", &self.log_file);
+        w.write_vec("disk", &self.disk);
+        w.write_vec("snapshot", &self.snapshot);
+        w.write_opt("swapFile", &self.swap_file);
+    }
+}
+/// `VirtualMachineFileLayoutDiskLayout` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineFileLayoutDiskLayout {
+    /// `key`.
+    pub key: i32,
+    /// `diskFile`.
+    pub disk_file: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFileLayoutDiskLayout {
+    const TYPE_NAME: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+impl x::Structure for VirtualMachineFileLayoutDiskLayout {}
+impl Clone for VirtualMachineFileLayoutDiskLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            disk_file: x::clone_vec(&self.disk_file),
+        }
+    }
+}
+impl x::Fields for VirtualMachineFileLayoutDiskLayout {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "diskFile" => r.read_push(&mut self.disk_file),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("diskFile", &self.disk_file);
+    }
+}
+impl x::ArrayItem for VirtualMachineFileLayoutDiskLayout {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutDiskLayout";
+    const ITEM_TAG: &'static str = "VirtualMachineFileLayoutDiskLayout";
+}
+/// `VirtualMachineFileLayoutEx` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineFileLayoutEx {
     /// `file`.
     pub file: Vec<VirtualMachineFileLayoutExFileInfo>,
@@ -21,6 +779,16 @@ impl x::SchemaType for VirtualMachineFileLayoutEx {
     const TYPE_NAME: &'static str = "VirtualMachineFileLayoutEx";
 }
 impl x::Structure for VirtualMachineFileLayoutEx {}
+impl Clone for VirtualMachineFileLayoutEx {
+    fn clone(&self) -> Self {
+        Self {
+            file: x::clone_vec(&self.file),
+            disk: x::clone_vec(&self.disk),
+            snapshot: x::clone_vec(&self.snapshot),
+            timestamp: self.timestamp.clone(),
+        }
+    }
+}
 impl x::Fields for VirtualMachineFileLayoutEx {
     fn decode_field(
         &mut self,
@@ -45,7 +813,7 @@ impl x::Fields for VirtualMachineFileLayoutEx {
     }
 }
 /// `VirtualMachineFileLayoutExDiskLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineFileLayoutExDiskLayout {
     /// `key`.
     pub key: i32,
@@ -60,6 +828,15 @@ impl x::SchemaType for VirtualMachineFileLayoutExDiskLayout {
     const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskLayout";
 }
 impl x::Structure for VirtualMachineFileLayoutExDiskLayout {}
+impl Clone for VirtualMachineFileLayoutExDiskLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key,
+            virtual_disk_format: self.virtual_disk_format.clone(),
+            chain: x::clone_vec(&self.chain),
+        }
+    }
+}
 impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
     fn decode_field(
         &mut self,
@@ -94,7 +871,7 @@ impl x::ArrayItem for VirtualMachineFileLayoutExDiskLayout {
     const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExDiskLayout";
 }
 /// `VirtualMachineFileLayoutExDiskUnit` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineFileLayoutExDiskUnit {
     /// `fileKey`.
     pub file_key: Vec<i32>,
@@ -103,6 +880,13 @@ impl x::SchemaType for VirtualMachineFileLayoutExDiskUnit {
     const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExDiskUnit";
 }
 impl x::Structure for VirtualMachineFileLayoutExDiskUnit {}
+impl Clone for VirtualMachineFileLayoutExDiskUnit {
+    fn clone(&self) -> Self {
+        Self {
+            file_key: x::clone_vec(&self.file_key),
+        }
+    }
+}
 impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
     fn decode_field(
         &mut self,
@@ -180,7 +964,7 @@ impl x::ArrayItem for VirtualMachineFileLayoutExFileInfo {
     const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExFileInfo";
 }
 /// `VirtualMachineFileLayoutExSnapshotLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineFileLayoutExSnapshotLayout {
     /// `key`.
     pub key: x::ManagedObjectReference,
@@ -195,6 +979,16 @@ impl x::SchemaType for VirtualMachineFileLayoutExSnapshotLayout {
     const TYPE_NAME: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
 }
 impl x::Structure for VirtualMachineFileLayoutExSnapshotLayout {}
+impl Clone for VirtualMachineFileLayoutExSnapshotLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            data_key: self.data_key,
+            memory_key: self.memory_key,
+            disk: x::clone_vec(&self.disk),
+        }
+    }
+}
 impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
     fn decode_field(
         &mut self,
@@ -223,7 +1017,7 @@ impl x::ArrayItem for VirtualMachineFileLayoutExSnapshotLayout {
     const ITEM_TAG: &'static str = "VirtualMachineFileLayoutExSnapshotLayout";
 }
 /// `VirtualMachineFileLayoutSnapshotLayout` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineFileLayoutSnapshotLayout {
     /// `key`.
     pub key: x::ManagedObjectReference,
@@ -234,6 +1028,14 @@ impl x::SchemaType for VirtualMachineFileLayoutSnapshotLayout {
     const TYPE_NAME: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
 }
 impl x::Structure for VirtualMachineFileLayoutSnapshotLayout {}
+impl Clone for VirtualMachineFileLayoutSnapshotLayout {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            snapshot_file: x::clone_vec(&self.snapshot_file),
+        }
+    }
+}
 impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
     fn decode_field(
         &mut self,
@@ -521,7 +1323,7 @@ impl x::Fields for VirtualMachineGuestQuiesceSpec {
 /// `VirtualMachineGuestRebootStatus` (extends `DynamicData`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineGuestRebootStatus {
     /// `rebootRequested`.
     ///
@@ -540,6 +1342,15 @@ impl x::SchemaType for VirtualMachineGuestRebootStatus {
     const TYPE_NAME: &'static str = "VirtualMachineGuestRebootStatus";
 }
 impl x::Structure for VirtualMachineGuestRebootStatus {}
+impl Clone for VirtualMachineGuestRebootStatus {
+    fn clone(&self) -> Self {
+        Self {
+            reboot_requested: self.reboot_requested,
+            requesting_components: x::clone_vec(&self.requesting_components),
+            request_timestamp: self.request_timestamp.clone(),
+        }
+    }
+}
 impl x::Fields for VirtualMachineGuestRebootStatus {
     fn decode_field(
         &mut self,
@@ -624,7 +1435,7 @@ impl x::Fields for VirtualMachineGuestSummary {
 /// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
 ///
 /// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineIdeDiskDeviceInfo {
     /// The fields `VirtualMachineIdeDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
     pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
@@ -635,6 +1446,16 @@ impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
     const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
 }
 impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
+impl Clone for VirtualMachineIdeDiskDeviceInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_disk_device_info: self
+                .virtual_machine_disk_device_info
+                .clone(),
+            partition_table: x::clone_vec(&self.partition_table),
+        }
+    }
+}
 impl std::ops::Deref for VirtualMachineIdeDiskDeviceInfo {
     type Target = VirtualMachineDiskDeviceInfo;
     #[inline]
@@ -761,7 +1582,7 @@ impl x::Fields for VirtualMachineImportSpec {
     }
 }
 /// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineIndependentFilterSpec {
     /// `filterName`.
     pub filter_name: String,
@@ -774,6 +1595,15 @@ impl x::SchemaType for VirtualMachineIndependentFilterSpec {
     const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
 }
 impl x::Structure for VirtualMachineIndependentFilterSpec {}
+impl Clone for VirtualMachineIndependentFilterSpec {
+    fn clone(&self) -> Self {
+        Self {
+            filter_name: self.filter_name.clone(),
+            filter_class: self.filter_class.clone(),
+            filter_capabilities: x::clone_vec(&self.filter_capabilities),
+        }
+    }
+}
 impl x::Fields for VirtualMachineIndependentFilterSpec {
     fn decode_field(
         &mut self,
@@ -796,7 +1626,7 @@ impl x::Fields for VirtualMachineIndependentFilterSpec {
     }
 }
 /// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineInstantCloneSpec {
     /// `name`.
     pub name: String,
@@ -811,6 +1641,16 @@ impl x::SchemaType for VirtualMachineInstantCloneSpec {
     const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
 }
 impl x::Structure for VirtualMachineInstantCloneSpec {}
+impl Clone for VirtualMachineInstantCloneSpec {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            location: self.location.clone(),
+            config: x::clone_vec(&self.config),
+            bios_uuid: self.bios_uuid.clone(),
+        }
+    }
+}
 impl x::Fields for VirtualMachineInstantCloneSpec {
     fn decode_field(
         &mut self,
@@ -936,7 +1776,7 @@ impl x::Fields for VirtualMachineMemoryReservationSpec {
     }
 }
 /// `VirtualMachineMessage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineMessage {
     /// `id`.
     pub id: String,
@@ -949,6 +1789,15 @@ impl x::SchemaType for VirtualMachineMessage {
     const TYPE_NAME: &'static str = "VirtualMachineMessage";
 }
 impl x::Structure for VirtualMachineMessage {}
+impl Clone for VirtualMachineMessage {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            argument: x::clone_vec(&self.argument),
+            text: self.text.clone(),
+        }
+    }
+}
 impl x::Fields for VirtualMachineMessage {
     fn decode_field(
         &mut self,
@@ -1491,7 +2340,7 @@ impl x::ArrayItem for VirtualMachinePrecisionClockInfo {
     const ITEM_TAG: &'static str = "VirtualMachinePrecisionClockInfo";
 }
 /// `VirtualMachineProfileDetails` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineProfileDetails {
     /// `profile`.
     pub profile: Vec<AnyVirtualMachineProfileSpec>,
@@ -1502,6 +2351,14 @@ impl x::SchemaType for VirtualMachineProfileDetails {
     const TYPE_NAME: &'static str = "VirtualMachineProfileDetails";
 }
 impl x::Structure for VirtualMachineProfileDetails {}
+impl Clone for VirtualMachineProfileDetails {
+    fn clone(&self) -> Self {
+        Self {
+            profile: x::clone_vec(&self.profile),
+            disk_profile_details: x::clone_vec(&self.disk_profile_details),
+        }
+    }
+}
 impl x::Fields for VirtualMachineProfileDetails {
     fn decode_field(
         &mut self,
@@ -1522,7 +2379,7 @@ impl x::Fields for VirtualMachineProfileDetails {
     }
 }
 /// `VirtualMachineProfileDetailsDiskProfileDetails` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineProfileDetailsDiskProfileDetails {
     /// `diskId`.
     pub disk_id: i32,
@@ -1533,6 +2390,14 @@ impl x::SchemaType for VirtualMachineProfileDetailsDiskProfileDetails {
     const TYPE_NAME: &'static str = "VirtualMachineProfileDetailsDiskProfileDetails";
 }
 impl x::Structure for VirtualMachineProfileDetailsDiskProfileDetails {}
+impl Clone for VirtualMachineProfileDetailsDiskProfileDetails {
+    fn clone(&self) -> Self {
+        Self {
+            disk_id: self.disk_id,
+            profile: x::clone_vec(&self.profile),
+        }
+    }
+}
 impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
     fn decode_field(
         &mut self,
@@ -1607,7 +2472,7 @@ impl x::Fields for VirtualMachineProfileSpec {
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
 }
 /// `VirtualMachinePropertyRelation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachinePropertyRelation {
     /// `key`.
     pub key: DynamicProperty,
@@ -1618,6 +2483,14 @@ impl x::SchemaType for VirtualMachinePropertyRelation {
     const TYPE_NAME: &'static str = "VirtualMachinePropertyRelation";
 }
 impl x::Structure for VirtualMachinePropertyRelation {}
+impl Clone for VirtualMachinePropertyRelation {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            relations: x::clone_vec(&self.relations),
+        }
+    }
+}
 impl x::Fields for VirtualMachinePropertyRelation {
     fn decode_field(
         &mut self,
@@ -1642,7 +2515,7 @@ impl x::ArrayItem for VirtualMachinePropertyRelation {
     const ITEM_TAG: &'static str = "VirtualMachinePropertyRelation";
 }
 /// `VirtualMachineQuestionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineQuestionInfo {
     /// `id`.
     pub id: String,
@@ -1657,6 +2530,16 @@ impl x::SchemaType for VirtualMachineQuestionInfo {
     const TYPE_NAME: &'static str = "VirtualMachineQuestionInfo";
 }
 impl x::Structure for VirtualMachineQuestionInfo {}
+impl Clone for VirtualMachineQuestionInfo {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            text: self.text.clone(),
+            choice: self.choice.clone(),
+            message: x::clone_vec(&self.message),
+        }
+    }
+}
 impl x::Fields for VirtualMachineQuestionInfo {
     fn decode_field(
         &mut self,
@@ -1681,7 +2564,7 @@ impl x::Fields for VirtualMachineQuestionInfo {
     }
 }
 /// `VirtualMachineQuickStats` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineQuickStats {
     /// `overallCpuUsage`.
     pub overall_cpu_usage: Option<i32>,
@@ -1736,6 +2619,36 @@ impl x::SchemaType for VirtualMachineQuickStats {
     const TYPE_NAME: &'static str = "VirtualMachineQuickStats";
 }
 impl x::Structure for VirtualMachineQuickStats {}
+impl Clone for VirtualMachineQuickStats {
+    fn clone(&self) -> Self {
+        Self {
+            overall_cpu_usage: self.overall_cpu_usage,
+            overall_cpu_demand: self.overall_cpu_demand,
+            overall_cpu_readiness: self.overall_cpu_readiness,
+            guest_memory_usage: self.guest_memory_usage,
+            host_memory_usage: self.host_memory_usage,
+            guest_heartbeat_status: self.guest_heartbeat_status.clone(),
+            distributed_cpu_entitlement: self.distributed_cpu_entitlement,
+            distributed_memory_entitlement: self.distributed_memory_entitlement,
+            static_cpu_entitlement: self.static_cpu_entitlement,
+            static_memory_entitlement: self.static_memory_entitlement,
+            granted_memory: self.granted_memory,
+            private_memory: self.private_memory,
+            shared_memory: self.shared_memory,
+            swapped_memory: self.swapped_memory,
+            ballooned_memory: self.ballooned_memory,
+            consumed_overhead_memory: self.consumed_overhead_memory,
+            ft_log_bandwidth: self.ft_log_bandwidth,
+            ft_secondary_latency: self.ft_secondary_latency,
+            ft_latency_status: self.ft_latency_status.clone(),
+            compressed_memory: self.compressed_memory,
+            uptime_seconds: self.uptime_seconds,
+            ssd_swapped_memory: self.ssd_swapped_memory,
+            active_memory: self.active_memory,
+            memory_tier_stats: x::clone_vec(&self.memory_tier_stats),
+        }
+    }
+}
 impl x::Fields for VirtualMachineQuickStats {
     fn decode_field(
         &mut self,
@@ -1842,7 +2755,7 @@ impl x::ArrayItem for VirtualMachineQuickStatsMemoryTierStats {
     const ITEM_TAG: &'static str = "VirtualMachineQuickStatsMemoryTierStats";
 }
 /// `VirtualMachineRelocateSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineRelocateSpec {
     /// `service`.
     pub service: Option<ServiceLocator>,
@@ -1879,6 +2792,25 @@ impl x::SchemaType for VirtualMachineRelocateSpec {
     const TYPE_NAME: &'static str = "VirtualMachineRelocateSpec";
 }
 impl x::Structure for VirtualMachineRelocateSpec {}
+impl Clone for VirtualMachineRelocateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            service: self.service.clone(),
+            folder: self.folder.clone(),
+            datastore: self.datastore.clone(),
+            disk_move_type: self.disk_move_type.clone(),
+            pool: self.pool.clone(),
+            host: self.host.clone(),
+            disk: x::clone_vec(&self.disk),
+            transform: self.transform.clone(),
+            device_change: x::clone_vec(&self.device_change),
+            profile: x::clone_vec(&self.profile),
+            crypto_spec: self.crypto_spec.clone(),
+            tag_specs: x::clone_vec(&self.tag_specs),
+            vm_placement_policies: x::clone_vec(&self.vm_placement_policies),
+        }
+    }
+}
 impl x::Fields for VirtualMachineRelocateSpec {
     fn decode_field(
         &mut self,
@@ -1937,7 +2869,7 @@ impl x::Fields for VirtualMachineRelocateSpec {
     }
 }
 /// `VirtualMachineRelocateSpecDiskLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineRelocateSpecDiskLocator {
     /// `diskId`.
     pub disk_id: i32,
@@ -1958,6 +2890,19 @@ impl x::SchemaType for VirtualMachineRelocateSpecDiskLocator {
     const TYPE_NAME: &'static str = "VirtualMachineRelocateSpecDiskLocator";
 }
 impl x::Structure for VirtualMachineRelocateSpecDiskLocator {}
+impl Clone for VirtualMachineRelocateSpecDiskLocator {
+    fn clone(&self) -> Self {
+        Self {
+            disk_id: self.disk_id,
+            datastore: self.datastore.clone(),
+            disk_move_type: self.disk_move_type.clone(),
+            disk_backing_info: self.disk_backing_info.clone(),
+            profile: x::clone_vec(&self.profile),
+            backing: self.backing.clone(),
+            filter_spec: x::clone_vec(&self.filter_spec),
+        }
+    }
+}
 impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
     fn decode_field(
         &mut self,
@@ -2020,1001 +2965,5 @@ impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt_box("parent", &self.parent);
         w.write_opt("crypto", &self.crypto);
-    }
-}
-/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRuntimeInfo {
-    /// `device`.
-    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-    /// `connectionState`.
-    pub connection_state: VirtualMachineConnectionState,
-    /// `powerState`.
-    pub power_state: VirtualMachinePowerState,
-    /// `vmFailoverInProgress`.
-    pub vm_failover_in_progress: Option<bool>,
-    /// `faultToleranceState`.
-    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
-    /// `dasVmProtection`.
-    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
-    /// `toolsInstallerMounted`.
-    pub tools_installer_mounted: bool,
-    /// `suspendTime`.
-    pub suspend_time: Option<x::DateTime>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `suspendInterval`.
-    pub suspend_interval: Option<i64>,
-    /// `question`.
-    pub question: Option<VirtualMachineQuestionInfo>,
-    /// `memoryOverhead`.
-    pub memory_overhead: Option<i64>,
-    /// `maxCpuUsage`.
-    pub max_cpu_usage: Option<i32>,
-    /// `maxMemoryUsage`.
-    pub max_memory_usage: Option<i32>,
-    /// `numMksConnections`.
-    pub num_mks_connections: i32,
-    /// `recordReplayState`.
-    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
-    /// `cleanPowerOff`.
-    pub clean_power_off: Option<bool>,
-    /// `needSecondaryReason`.
-    pub need_secondary_reason: Option<String>,
-    /// `onlineStandby`.
-    pub online_standby: Option<bool>,
-    /// `minRequiredEVCModeKey`.
-    pub min_required_evc_mode_key: Option<String>,
-    /// `consolidationNeeded`.
-    pub consolidation_needed: Option<bool>,
-    /// `offlineFeatureRequirement`.
-    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-    /// `featureMask`.
-    pub feature_mask: Vec<HostFeatureMask>,
-    /// `vFlashCacheAllocation`.
-    pub vflash_cache_allocation: Option<i64>,
-    /// `paused`.
-    pub paused: Option<bool>,
-    /// `snapshotInBackground`.
-    pub snapshot_in_background: Option<bool>,
-    /// `quiescedForkParent`.
-    pub quiesced_fork_parent: Option<bool>,
-    /// `instantCloneFrozen`.
-    pub instant_clone_frozen: Option<bool>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `suspendedToMemory`.
-    pub suspended_to_memory: Option<bool>,
-    /// `opNotificationTimeout`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub op_notification_timeout: Option<i64>,
-    /// `iommuActive`.
-    ///
-    /// Since vSphere API 8.0.1.0.
-    pub iommu_active: Option<bool>,
-    /// `consolidateWorkTotal`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_total: Option<i64>,
-    /// `consolidateWorkDone`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub consolidate_work_done: Option<i64>,
-    /// `diskChainBroken`.
-    ///
-    /// Since vSphere API 9.1.0.0.
-    pub disk_chain_broken: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineRuntimeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
-}
-impl x::Structure for VirtualMachineRuntimeInfo {}
-impl x::Fields for VirtualMachineRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read_push(&mut self.device),
-            "host" => r.read_opt(&mut self.host),
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
-            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
-            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
-            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
-            "suspendTime" => r.read_opt(&mut self.suspend_time),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
-            "question" => r.read_opt(&mut self.question),
-            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
-            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
-            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
-            "numMksConnections" => r.read(&mut self.num_mks_connections),
-            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
-            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
-            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
-            "onlineStandby" => r.read_opt(&mut self.online_standby),
-            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
-            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
-            "offlineFeatureRequirement" => {
-                r.read_push(&mut self.offline_feature_requirement)
-            }
-            "featureRequirement" => r.read_push(&mut self.feature_requirement),
-            "featureMask" => r.read_push(&mut self.feature_mask),
-            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
-            "paused" => r.read_opt(&mut self.paused),
-            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
-            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
-            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
-            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
-            "iommuActive" => r.read_opt(&mut self.iommu_active),
-            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
-            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
-            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("device", &self.device);
-        w.write_opt("host", &self.host);
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
-        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
-        w.write_opt("dasVmProtection", &self.das_vm_protection);
-        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
-        w.write_opt("suspendTime", &self.suspend_time);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("suspendInterval", &self.suspend_interval);
-        w.write_opt("question", &self.question);
-        w.write_opt("memoryOverhead", &self.memory_overhead);
-        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
-        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
-        w.write("numMksConnections", &self.num_mks_connections);
-        w.write_opt("recordReplayState", &self.record_replay_state);
-        w.write_opt("cleanPowerOff", &self.clean_power_off);
-        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
-        w.write_opt("onlineStandby", &self.online_standby);
-        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
-        w.write_opt("consolidationNeeded", &self.consolidation_needed);
-        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-        w.write_vec("featureMask", &self.feature_mask);
-        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
-        w.write_opt("paused", &self.paused);
-        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
-        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
-        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineRuntimeInfo.opNotificationTimeout",
-                self.op_notification_timeout.is_some(),
-            )
-        {
-            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
-        }
-        if w
-            .since(
-                0x0800_0100,
-                "VirtualMachineRuntimeInfo.iommuActive",
-                self.iommu_active.is_some(),
-            )
-        {
-            w.write_opt("iommuActive", &self.iommu_active);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
-                self.consolidate_work_total.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.consolidateWorkDone",
-                self.consolidate_work_done.is_some(),
-            )
-        {
-            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
-        }
-        if w
-            .since(
-                0x0901_0000,
-                "VirtualMachineRuntimeInfo.diskChainBroken",
-                self.disk_chain_broken.is_some(),
-            )
-        {
-            w.write_opt("diskChainBroken", &self.disk_chain_broken);
-        }
-    }
-}
-/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineRuntimeInfoDasProtectionState {
-    /// `dasProtected`.
-    pub das_protected: bool,
-}
-impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
-    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
-}
-impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
-impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dasProtected" => r.read(&mut self.das_protected),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("dasProtected", &self.das_protected);
-    }
-}
-/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
-///
-/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineScsiDiskDeviceInfo {
-    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
-    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
-    /// `disk`.
-    pub disk: Option<HostScsiDisk>,
-    /// `transportHint`.
-    pub transport_hint: Option<String>,
-    /// `lunNumber`.
-    pub lun_number: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
-impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
-    type Target = VirtualMachineDiskDeviceInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
-        &self.virtual_machine_disk_device_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
-        &mut self.virtual_machine_disk_device_info
-    }
-}
-impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disk" => r.read_opt(&mut self.disk),
-            "transportHint" => r.read_opt(&mut self.transport_hint),
-            "lunNumber" => r.read_opt(&mut self.lun_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_disk_device_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
-        w.write_opt("disk", &self.disk);
-        w.write_opt("transportHint", &self.transport_hint);
-        w.write_opt("lunNumber", &self.lun_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
-}
-/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineScsiPassthroughInfo {
-    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `scsiClass`.
-    pub scsi_class: String,
-    /// `vendor`.
-    pub vendor: String,
-    /// `physicalUnitNumber`.
-    pub physical_unit_number: i32,
-}
-impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-impl x::Structure for VirtualMachineScsiPassthroughInfo {}
-impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineScsiPassthroughInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "scsiClass" => r.read(&mut self.scsi_class),
-            "vendor" => r.read(&mut self.vendor),
-            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("scsiClass", &self.scsi_class);
-        w.write("vendor", &self.vendor);
-        w.write("physicalUnitNumber", &self.physical_unit_number);
-    }
-}
-impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
-}
-/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSerialInfo {
-    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineSerialInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
-}
-impl x::Structure for VirtualMachineSerialInfo {}
-impl std::ops::Deref for VirtualMachineSerialInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSerialInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSerialInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineSerialInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
-}
-/// `VirtualMachineSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSgxInfo {
-    /// `epcSize`.
-    pub epc_size: i64,
-    /// `flcMode`.
-    pub flc_mode: Option<String>,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-    /// `requireAttestation`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
-}
-impl x::Structure for VirtualMachineSgxInfo {}
-impl x::Fields for VirtualMachineSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "epcSize" => r.read(&mut self.epc_size),
-            "flcMode" => r.read_opt(&mut self.flc_mode),
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
-            "requireAttestation" => r.read_opt(&mut self.require_attestation),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("epcSize", &self.epc_size);
-        w.write_opt("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxInfo.requireAttestation",
-                self.require_attestation.is_some(),
-            )
-        {
-            w.write_opt("requireAttestation", &self.require_attestation);
-        }
-    }
-}
-/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSgxTargetInfo {
-    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-    /// `maxEpcSize`.
-    pub max_epc_size: i64,
-    /// `flcModes`.
-    pub flc_modes: Vec<String>,
-    /// `lePubKeyHashes`.
-    pub le_pub_key_hashes: Vec<String>,
-    /// `requireAttestationSupported`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub require_attestation_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSgxTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
-}
-impl x::Structure for VirtualMachineSgxTargetInfo {}
-impl std::ops::Deref for VirtualMachineSgxTargetInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSgxTargetInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "maxEpcSize" => r.read(&mut self.max_epc_size),
-            "flcModes" => r.read_push(&mut self.flc_modes),
-            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
-            "requireAttestationSupported" => {
-                r.read_opt(&mut self.require_attestation_supported)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_target_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-        w.write("maxEpcSize", &self.max_epc_size);
-        w.write_vec("flcModes", &self.flc_modes);
-        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
-                self.require_attestation_supported.is_some(),
-            )
-        {
-            w.write_opt(
-                "requireAttestationSupported",
-                &self.require_attestation_supported,
-            );
-        }
-    }
-}
-/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSnapshotInfo {
-    /// `currentSnapshot`.
-    pub current_snapshot: Option<x::ManagedObjectReference>,
-    /// `rootSnapshotList`.
-    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-}
-impl x::SchemaType for VirtualMachineSnapshotInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
-}
-impl x::Structure for VirtualMachineSnapshotInfo {}
-impl x::Fields for VirtualMachineSnapshotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
-            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("currentSnapshot", &self.current_snapshot);
-        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
-    }
-}
-/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSnapshotTree {
-    /// `snapshot`.
-    pub snapshot: x::ManagedObjectReference,
-    /// `vm`.
-    pub vm: x::ManagedObjectReference,
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-    /// `id`.
-    pub id: Option<i32>,
-    /// `createTime`.
-    pub create_time: x::DateTime,
-    /// `state`.
-    pub state: VirtualMachinePowerState,
-    /// `quiesced`.
-    pub quiesced: bool,
-    /// `backupManifest`.
-    pub backup_manifest: Option<String>,
-    /// `childSnapshotList`.
-    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
-    /// `replaySupported`.
-    pub replay_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineSnapshotTree {
-    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
-}
-impl x::Structure for VirtualMachineSnapshotTree {}
-impl x::Fields for VirtualMachineSnapshotTree {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshot" => r.read(&mut self.snapshot),
-            "vm" => r.read(&mut self.vm),
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            "id" => r.read_opt(&mut self.id),
-            "createTime" => r.read(&mut self.create_time),
-            "state" => r.read(&mut self.state),
-            "quiesced" => r.read(&mut self.quiesced),
-            "backupManifest" => r.read_opt(&mut self.backup_manifest),
-            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
-            "replaySupported" => r.read_opt(&mut self.replay_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("snapshot", &self.snapshot);
-        w.write("vm", &self.vm);
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-        w.write_opt("id", &self.id);
-        w.write("createTime", &self.create_time);
-        w.write("state", &self.state);
-        w.write("quiesced", &self.quiesced);
-        w.write_opt("backupManifest", &self.backup_manifest);
-        w.write_vec("childSnapshotList", &self.child_snapshot_list);
-        w.write_opt("replaySupported", &self.replay_supported);
-    }
-}
-impl x::ArrayItem for VirtualMachineSnapshotTree {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
-    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
-}
-/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
-///
-/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSoundInfo {
-    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
-    pub virtual_machine_target_info: VirtualMachineTargetInfo,
-}
-impl x::SchemaType for VirtualMachineSoundInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
-}
-impl x::Structure for VirtualMachineSoundInfo {}
-impl std::ops::Deref for VirtualMachineSoundInfo {
-    type Target = VirtualMachineTargetInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineTargetInfo {
-        &self.virtual_machine_target_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSoundInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
-        &mut self.virtual_machine_target_info
-    }
-}
-impl x::Fields for VirtualMachineSoundInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
-    }
-}
-impl x::ArrayItem for VirtualMachineSoundInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
-}
-/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovDevicePoolInfo {
-    /// `key`.
-    pub key: String,
-}
-impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
-impl x::Fields for VirtualMachineSriovDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
-///
-/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovInfo {
-    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
-    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
-    /// `virtualFunction`.
-    pub virtual_function: bool,
-    /// `pnic`.
-    pub pnic: Option<String>,
-    /// `devicePool`.
-    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
-}
-impl x::SchemaType for VirtualMachineSriovInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
-}
-impl x::Structure for VirtualMachineSriovInfo {}
-impl std::ops::Deref for VirtualMachineSriovInfo {
-    type Target = VirtualMachinePciPassthroughInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
-        &self.virtual_machine_pci_passthrough_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSriovInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
-        &mut self.virtual_machine_pci_passthrough_info
-    }
-}
-impl x::Fields for VirtualMachineSriovInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "virtualFunction" => r.read(&mut self.virtual_function),
-            "pnic" => r.read_opt(&mut self.pnic),
-            "devicePool" => r.read_opt(&mut self.device_pool),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_pci_passthrough_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
-        w.write("virtualFunction", &self.virtual_function);
-        w.write_opt("pnic", &self.pnic);
-        w.write_opt("devicePool", &self.device_pool);
-    }
-}
-impl x::ArrayItem for VirtualMachineSriovInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
-}
-/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
-///
-/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSriovNetworkDevicePoolInfo {
-    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
-    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
-    /// `switchKey`.
-    pub switch_key: Option<String>,
-    /// `switchUuid`.
-    pub switch_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
-}
-impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
-impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
-    type Target = VirtualMachineSriovDevicePoolInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
-        &self.virtual_machine_sriov_device_pool_info
-    }
-}
-impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
-        &mut self.virtual_machine_sriov_device_pool_info
-    }
-}
-impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "switchKey" => r.read_opt(&mut self.switch_key),
-            "switchUuid" => r.read_opt(&mut self.switch_uuid),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_machine_sriov_device_pool_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
-        w.write_opt("switchKey", &self.switch_key);
-        w.write_opt("switchUuid", &self.switch_uuid);
-    }
-}
-/// `VirtualMachineStorageInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineStorageInfo {
-    /// `perDatastoreUsage`.
-    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
-}
-impl x::Structure for VirtualMachineStorageInfo {}
-impl x::Fields for VirtualMachineStorageInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineStorageSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineStorageSummary {
-    /// `committed`.
-    pub committed: i64,
-    /// `uncommitted`.
-    pub uncommitted: i64,
-    /// `unshared`.
-    pub unshared: i64,
-    /// `timestamp`.
-    pub timestamp: x::DateTime,
-}
-impl x::SchemaType for VirtualMachineStorageSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
-}
-impl x::Structure for VirtualMachineStorageSummary {}
-impl x::Fields for VirtualMachineStorageSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "committed" => r.read(&mut self.committed),
-            "uncommitted" => r.read(&mut self.uncommitted),
-            "unshared" => r.read(&mut self.unshared),
-            "timestamp" => r.read(&mut self.timestamp),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("committed", &self.committed);
-        w.write("uncommitted", &self.uncommitted);
-        w.write("unshared", &self.unshared);
-        w.write("timestamp", &self.timestamp);
-    }
-}
-/// `VirtualMachineSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineSummary {
-    /// `vm`.
-    pub vm: Option<x::ManagedObjectReference>,
-    /// `runtime`.
-    pub runtime: VirtualMachineRuntimeInfo,
-    /// `guest`.
-    pub guest: Option<VirtualMachineGuestSummary>,
-    /// `config`.
-    pub config: VirtualMachineConfigSummary,
-    /// `storage`.
-    pub storage: Option<VirtualMachineStorageSummary>,
-    /// `quickStats`.
-    pub quick_stats: VirtualMachineQuickStats,
-    /// `overallStatus`.
-    pub overall_status: ManagedEntityStatus,
-    /// `customValue`.
-    pub custom_value: Vec<AnyCustomFieldValue>,
-}
-impl x::SchemaType for VirtualMachineSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineSummary";
-}
-impl x::Structure for VirtualMachineSummary {}
-impl x::Fields for VirtualMachineSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vm" => r.read_opt(&mut self.vm),
-            "runtime" => r.read(&mut self.runtime),
-            "guest" => r.read_opt(&mut self.guest),
-            "config" => r.read(&mut self.config),
-            "storage" => r.read_opt(&mut self.storage),
-            "quickStats" => r.read(&mut self.quick_stats),
-            "overallStatus" => r.read(&mut self.overall_status),
-            "customValue" => r.read_push(&mut self.custom_value),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vm", &self.vm);
-        w.write("runtime", &self.runtime);
-        w.write_opt("guest", &self.guest);
-        w.write("config", &self.config);
-        w.write_opt("storage", &self.storage);
-        w.write("quickStats", &self.quick_stats);
-        w.write("overallStatus", &self.overall_status);
-        w.write_vec("customValue", &self.custom_value);
-    }
-}
-impl x::ArrayItem for VirtualMachineSummary {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
-    const ITEM_TAG: &'static str = "VirtualMachineSummary";
-}
-/// `VirtualMachineTargetInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineTargetInfo {
-    /// `name`.
-    pub name: String,
-    /// `configurationTag`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineTargetInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
-}
-impl x::Structure for VirtualMachineTargetInfo {}
-impl x::Fields for VirtualMachineTargetInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
     }
 }

@@ -5,8 +5,1113 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-/// `VirtualMachineTicket` (extends `DynamicData`).
+/// `VirtualMachineRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineRuntimeInfo {
+    /// `device`.
+    pub device: Vec<VirtualMachineDeviceRuntimeInfo>,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+    /// `connectionState`.
+    pub connection_state: VirtualMachineConnectionState,
+    /// `powerState`.
+    pub power_state: VirtualMachinePowerState,
+    /// `vmFailoverInProgress`.
+    pub vm_failover_in_progress: Option<bool>,
+    /// `faultToleranceState`.
+    pub fault_tolerance_state: Option<VirtualMachineFaultToleranceState>,
+    /// `dasVmProtection`.
+    pub das_vm_protection: Option<VirtualMachineRuntimeInfoDasProtectionState>,
+    /// `toolsInstallerMounted`.
+    pub tools_installer_mounted: bool,
+    /// `suspendTime`.
+    pub suspend_time: Option<x::DateTime>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `suspendInterval`.
+    pub suspend_interval: Option<i64>,
+    /// `question`.
+    pub question: Option<VirtualMachineQuestionInfo>,
+    /// `memoryOverhead`.
+    pub memory_overhead: Option<i64>,
+    /// `maxCpuUsage`.
+    pub max_cpu_usage: Option<i32>,
+    /// `maxMemoryUsage`.
+    pub max_memory_usage: Option<i32>,
+    /// `numMksConnections`.
+    pub num_mks_connections: i32,
+    /// `recordReplayState`.
+    pub record_replay_state: Option<VirtualMachineRecordReplayState>,
+    /// `cleanPowerOff`.
+    pub clean_power_off: Option<bool>,
+    /// `needSecondaryReason`.
+    pub need_secondary_reason: Option<String>,
+    /// `onlineStandby`.
+    pub online_standby: Option<bool>,
+    /// `minRequiredEVCModeKey`.
+    pub min_required_evc_mode_key: Option<String>,
+    /// `consolidationNeeded`.
+    pub consolidation_needed: Option<bool>,
+    /// `offlineFeatureRequirement`.
+    pub offline_feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+    /// `featureMask`.
+    pub feature_mask: Vec<HostFeatureMask>,
+    /// `vFlashCacheAllocation`.
+    pub vflash_cache_allocation: Option<i64>,
+    /// `paused`.
+    pub paused: Option<bool>,
+    /// `snapshotInBackground`.
+    pub snapshot_in_background: Option<bool>,
+    /// `quiescedForkParent`.
+    pub quiesced_fork_parent: Option<bool>,
+    /// `instantCloneFrozen`.
+    pub instant_clone_frozen: Option<bool>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `suspendedToMemory`.
+    pub suspended_to_memory: Option<bool>,
+    /// `opNotificationTimeout`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub op_notification_timeout: Option<i64>,
+    /// `iommuActive`.
+    ///
+    /// Since vSphere API 8.0.1.0.
+    pub iommu_active: Option<bool>,
+    /// `consolidateWorkTotal`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_total: Option<i64>,
+    /// `consolidateWorkDone`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub consolidate_work_done: Option<i64>,
+    /// `diskChainBroken`.
+    ///
+    /// Since vSphere API 9.1.0.0.
+    pub disk_chain_broken: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineRuntimeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfo";
+}
+impl x::Structure for VirtualMachineRuntimeInfo {}
+impl Clone for VirtualMachineRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device: x::clone_vec(&self.device),
+            host: self.host.clone(),
+            connection_state: self.connection_state.clone(),
+            power_state: self.power_state.clone(),
+            vm_failover_in_progress: self.vm_failover_in_progress,
+            fault_tolerance_state: self.fault_tolerance_state.clone(),
+            das_vm_protection: self.das_vm_protection.clone(),
+            tools_installer_mounted: self.tools_installer_mounted,
+            suspend_time: self.suspend_time.clone(),
+            boot_time: self.boot_time.clone(),
+            suspend_interval: self.suspend_interval,
+            question: self.question.clone(),
+            memory_overhead: self.memory_overhead,
+            max_cpu_usage: self.max_cpu_usage,
+            max_memory_usage: self.max_memory_usage,
+            num_mks_connections: self.num_mks_connections,
+            record_replay_state: self.record_replay_state.clone(),
+            clean_power_off: self.clean_power_off,
+            need_secondary_reason: self.need_secondary_reason.clone(),
+            online_standby: self.online_standby,
+            min_required_evc_mode_key: self.min_required_evc_mode_key.clone(),
+            consolidation_needed: self.consolidation_needed,
+            offline_feature_requirement: x::clone_vec(&self.offline_feature_requirement),
+            feature_requirement: x::clone_vec(&self.feature_requirement),
+            feature_mask: x::clone_vec(&self.feature_mask),
+            vflash_cache_allocation: self.vflash_cache_allocation,
+            paused: self.paused,
+            snapshot_in_background: self.snapshot_in_background,
+            quiesced_fork_parent: self.quiesced_fork_parent,
+            instant_clone_frozen: self.instant_clone_frozen,
+            crypto_state: self.crypto_state.clone(),
+            suspended_to_memory: self.suspended_to_memory,
+            op_notification_timeout: self.op_notification_timeout,
+            iommu_active: self.iommu_active,
+            consolidate_work_total: self.consolidate_work_total,
+            consolidate_work_done: self.consolidate_work_done,
+            disk_chain_broken: self.disk_chain_broken,
+        }
+    }
+}
+impl x::Fields for VirtualMachineRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read_push(&mut self.device),
+            "host" => r.read_opt(&mut self.host),
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
+            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
+            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
+            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
+            "suspendTime" => r.read_opt(&mut self.suspend_time),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
+            "question" => r.read_opt(&mut self.question),
+            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
+            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
+            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
+            "numMksConnections" => r.read(&mut self.num_mks_connections),
+            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
+            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
+            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
+            "onlineStandby" => r.read_opt(&mut self.online_standby),
+            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
+            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
+            "offlineFeatureRequirement" => {
+                r.read_push(&mut self.offline_feature_requirement)
+            }
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            "featureMask" => r.read_push(&mut self.feature_mask),
+            "vFlashCacheAllocation" => r.read_opt(&mut self.vflash_cache_allocation),
+            "paused" => r.read_opt(&mut self.paused),
+            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
+            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
+            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
+            "opNotificationTimeout" => r.read_opt(&mut self.op_notification_timeout),
+            "iommuActive" => r.read_opt(&mut self.iommu_active),
+            "consolidateWorkTotal" => r.read_opt(&mut self.consolidate_work_total),
+            "consolidateWorkDone" => r.read_opt(&mut self.consolidate_work_done),
+            "diskChainBroken" => r.read_opt(&mut self.disk_chain_broken),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("device", &self.device);
+        w.write_opt("host", &self.host);
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("vmFailoverInProgress", &self.vm_failover_in_progress);
+        w.write_opt("faultToleranceState", &self.fault_tolerance_state);
+        w.write_opt("dasVmProtection", &self.das_vm_protection);
+        w.write("toolsInstallerMounted", &self.tools_installer_mounted);
+        w.write_opt("suspendTime", &self.suspend_time);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("suspendInterval", &self.suspend_interval);
+        w.write_opt("question", &self.question);
+        w.write_opt("memoryOverhead", &self.memory_overhead);
+        w.write_opt("maxCpuUsage", &self.max_cpu_usage);
+        w.write_opt("maxMemoryUsage", &self.max_memory_usage);
+        w.write("numMksConnections", &self.num_mks_connections);
+        w.write_opt("recordReplayState", &self.record_replay_state);
+        w.write_opt("cleanPowerOff", &self.clean_power_off);
+        w.write_opt("needSecondaryReason", &self.need_secondary_reason);
+        w.write_opt("onlineStandby", &self.online_standby);
+        w.write_opt("minRequiredEVCModeKey", &self.min_required_evc_mode_key);
+        w.write_opt("consolidationNeeded", &self.consolidation_needed);
+        w.write_vec("offlineFeatureRequirement", &self.offline_feature_requirement);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+        w.write_vec("featureMask", &self.feature_mask);
+        w.write_opt("vFlashCacheAllocation", &self.vflash_cache_allocation);
+        w.write_opt("paused", &self.paused);
+        w.write_opt("snapshotInBackground", &self.snapshot_in_background);
+        w.write_opt("quiescedForkParent", &self.quiesced_fork_parent);
+        w.write_opt("instantCloneFrozen", &self.instant_clone_frozen);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("suspendedToMemory", &self.suspended_to_memory);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineRuntimeInfo.opNotificationTimeout",
+                self.op_notification_timeout.is_some(),
+            )
+        {
+            w.write_opt("opNotificationTimeout", &self.op_notification_timeout);
+        }
+        if w
+            .since(
+                0x0800_0100,
+                "VirtualMachineRuntimeInfo.iommuActive",
+                self.iommu_active.is_some(),
+            )
+        {
+            w.write_opt("iommuActive", &self.iommu_active);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkTotal",
+                self.consolidate_work_total.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkTotal", &self.consolidate_work_total);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.consolidateWorkDone",
+                self.consolidate_work_done.is_some(),
+            )
+        {
+            w.write_opt("consolidateWorkDone", &self.consolidate_work_done);
+        }
+        if w
+            .since(
+                0x0901_0000,
+                "VirtualMachineRuntimeInfo.diskChainBroken",
+                self.disk_chain_broken.is_some(),
+            )
+        {
+            w.write_opt("diskChainBroken", &self.disk_chain_broken);
+        }
+    }
+}
+/// `VirtualMachineRuntimeInfoDasProtectionState` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineRuntimeInfoDasProtectionState {
+    /// `dasProtected`.
+    pub das_protected: bool,
+}
+impl x::SchemaType for VirtualMachineRuntimeInfoDasProtectionState {
+    const TYPE_NAME: &'static str = "VirtualMachineRuntimeInfoDasProtectionState";
+}
+impl x::Structure for VirtualMachineRuntimeInfoDasProtectionState {}
+impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dasProtected" => r.read(&mut self.das_protected),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("dasProtected", &self.das_protected);
+    }
+}
+/// `VirtualMachineScsiDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+///
+/// The fields of `VirtualMachineDiskDeviceInfo` are in `virtual_machine_disk_device_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineScsiDiskDeviceInfo {
+    /// The fields `VirtualMachineScsiDiskDeviceInfo` inherits from `VirtualMachineDiskDeviceInfo`.
+    pub virtual_machine_disk_device_info: VirtualMachineDiskDeviceInfo,
+    /// `disk`.
+    pub disk: Option<HostScsiDisk>,
+    /// `transportHint`.
+    pub transport_hint: Option<String>,
+    /// `lunNumber`.
+    pub lun_number: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineScsiDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineScsiDiskDeviceInfo {}
+impl std::ops::Deref for VirtualMachineScsiDiskDeviceInfo {
+    type Target = VirtualMachineDiskDeviceInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineDiskDeviceInfo {
+        &self.virtual_machine_disk_device_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiDiskDeviceInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineDiskDeviceInfo {
+        &mut self.virtual_machine_disk_device_info
+    }
+}
+impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disk" => r.read_opt(&mut self.disk),
+            "transportHint" => r.read_opt(&mut self.transport_hint),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_disk_device_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_disk_device_info, w);
+        w.write_opt("disk", &self.disk);
+        w.write_opt("transportHint", &self.transport_hint);
+        w.write_opt("lunNumber", &self.lun_number);
+    }
+}
+impl x::ArrayItem for VirtualMachineScsiDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiDiskDeviceInfo";
+}
+/// `VirtualMachineScsiPassthroughInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineScsiPassthroughInfo {
+    /// The fields `VirtualMachineScsiPassthroughInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `scsiClass`.
+    pub scsi_class: String,
+    /// `vendor`.
+    pub vendor: String,
+    /// `physicalUnitNumber`.
+    pub physical_unit_number: i32,
+}
+impl x::SchemaType for VirtualMachineScsiPassthroughInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+impl x::Structure for VirtualMachineScsiPassthroughInfo {}
+impl std::ops::Deref for VirtualMachineScsiPassthroughInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineScsiPassthroughInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineScsiPassthroughInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "scsiClass" => r.read(&mut self.scsi_class),
+            "vendor" => r.read(&mut self.vendor),
+            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("scsiClass", &self.scsi_class);
+        w.write("vendor", &self.vendor);
+        w.write("physicalUnitNumber", &self.physical_unit_number);
+    }
+}
+impl x::ArrayItem for VirtualMachineScsiPassthroughInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineScsiPassthroughInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineScsiPassthroughInfo";
+}
+/// `VirtualMachineSerialInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSerialInfo {
+    /// The fields `VirtualMachineSerialInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSerialInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSerialInfo";
+}
+impl x::Structure for VirtualMachineSerialInfo {}
+impl std::ops::Deref for VirtualMachineSerialInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSerialInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSerialInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSerialInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSerialInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSerialInfo";
+}
+/// `VirtualMachineSgxInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSgxInfo {
+    /// `epcSize`.
+    pub epc_size: i64,
+    /// `flcMode`.
+    pub flc_mode: Option<String>,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+    /// `requireAttestation`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSgxInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxInfo";
+}
+impl x::Structure for VirtualMachineSgxInfo {}
+impl x::Fields for VirtualMachineSgxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "epcSize" => r.read(&mut self.epc_size),
+            "flcMode" => r.read_opt(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            "requireAttestation" => r.read_opt(&mut self.require_attestation),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("epcSize", &self.epc_size);
+        w.write_opt("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxInfo.requireAttestation",
+                self.require_attestation.is_some(),
+            )
+        {
+            w.write_opt("requireAttestation", &self.require_attestation);
+        }
+    }
+}
+/// `VirtualMachineSgxTargetInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineSgxTargetInfo {
+    /// The fields `VirtualMachineSgxTargetInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+    /// `maxEpcSize`.
+    pub max_epc_size: i64,
+    /// `flcModes`.
+    pub flc_modes: Vec<String>,
+    /// `lePubKeyHashes`.
+    pub le_pub_key_hashes: Vec<String>,
+    /// `requireAttestationSupported`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub require_attestation_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSgxTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSgxTargetInfo";
+}
+impl x::Structure for VirtualMachineSgxTargetInfo {}
+impl Clone for VirtualMachineSgxTargetInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            max_epc_size: self.max_epc_size,
+            flc_modes: x::clone_vec(&self.flc_modes),
+            le_pub_key_hashes: x::clone_vec(&self.le_pub_key_hashes),
+            require_attestation_supported: self.require_attestation_supported,
+        }
+    }
+}
+impl std::ops::Deref for VirtualMachineSgxTargetInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSgxTargetInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSgxTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "maxEpcSize" => r.read(&mut self.max_epc_size),
+            "flcModes" => r.read_push(&mut self.flc_modes),
+            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
+            "requireAttestationSupported" => {
+                r.read_opt(&mut self.require_attestation_supported)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_target_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+        w.write("maxEpcSize", &self.max_epc_size);
+        w.write_vec("flcModes", &self.flc_modes);
+        w.write_vec("lePubKeyHashes", &self.le_pub_key_hashes);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualMachineSgxTargetInfo.requireAttestationSupported",
+                self.require_attestation_supported.is_some(),
+            )
+        {
+            w.write_opt(
+                "requireAttestationSupported",
+                &self.require_attestation_supported,
+            );
+        }
+    }
+}
+/// `VirtualMachineSnapshotInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineSnapshotInfo {
+    /// `currentSnapshot`.
+    pub current_snapshot: Option<x::ManagedObjectReference>,
+    /// `rootSnapshotList`.
+    pub root_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+}
+impl x::SchemaType for VirtualMachineSnapshotInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotInfo";
+}
+impl x::Structure for VirtualMachineSnapshotInfo {}
+impl Clone for VirtualMachineSnapshotInfo {
+    fn clone(&self) -> Self {
+        Self {
+            current_snapshot: self.current_snapshot.clone(),
+            root_snapshot_list: x::clone_vec(&self.root_snapshot_list),
+        }
+    }
+}
+impl x::Fields for VirtualMachineSnapshotInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
+            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("currentSnapshot", &self.current_snapshot);
+        w.write_vec("rootSnapshotList", &self.root_snapshot_list);
+    }
+}
+/// `VirtualMachineSnapshotTree` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineSnapshotTree {
+    /// `snapshot`.
+    pub snapshot: x::ManagedObjectReference,
+    /// `vm`.
+    pub vm: x::ManagedObjectReference,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `id`.
+    pub id: Option<i32>,
+    /// `createTime`.
+    pub create_time: x::DateTime,
+    /// `state`.
+    pub state: VirtualMachinePowerState,
+    /// `quiesced`.
+    pub quiesced: bool,
+    /// `backupManifest`.
+    pub backup_manifest: Option<String>,
+    /// `childSnapshotList`.
+    pub child_snapshot_list: Vec<VirtualMachineSnapshotTree>,
+    /// `replaySupported`.
+    pub replay_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineSnapshotTree {
+    const TYPE_NAME: &'static str = "VirtualMachineSnapshotTree";
+}
+impl x::Structure for VirtualMachineSnapshotTree {}
+impl Clone for VirtualMachineSnapshotTree {
+    fn clone(&self) -> Self {
+        Self {
+            snapshot: self.snapshot.clone(),
+            vm: self.vm.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            id: self.id,
+            create_time: self.create_time.clone(),
+            state: self.state.clone(),
+            quiesced: self.quiesced,
+            backup_manifest: self.backup_manifest.clone(),
+            child_snapshot_list: x::clone_vec(&self.child_snapshot_list),
+            replay_supported: self.replay_supported,
+        }
+    }
+}
+impl x::Fields for VirtualMachineSnapshotTree {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshot" => r.read(&mut self.snapshot),
+            "vm" => r.read(&mut self.vm),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "id" => r.read_opt(&mut self.id),
+            "createTime" => r.read(&mut self.create_time),
+            "state" => r.read(&mut self.state),
+            "quiesced" => r.read(&mut self.quiesced),
+            "backupManifest" => r.read_opt(&mut self.backup_manifest),
+            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
+            "replaySupported" => r.read_opt(&mut self.replay_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("snapshot", &self.snapshot);
+        w.write("vm", &self.vm);
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+        w.write_opt("id", &self.id);
+        w.write("createTime", &self.create_time);
+        w.write("state", &self.state);
+        w.write("quiesced", &self.quiesced);
+        w.write_opt("backupManifest", &self.backup_manifest);
+        w.write_vec("childSnapshotList", &self.child_snapshot_list);
+        w.write_opt("replaySupported", &self.replay_supported);
+    }
+}
+impl x::ArrayItem for VirtualMachineSnapshotTree {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSnapshotTree";
+    const ITEM_TAG: &'static str = "VirtualMachineSnapshotTree";
+}
+/// `VirtualMachineSoundInfo` (extends `VirtualMachineTargetInfo`).
+///
+/// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSoundInfo {
+    /// The fields `VirtualMachineSoundInfo` inherits from `VirtualMachineTargetInfo`.
+    pub virtual_machine_target_info: VirtualMachineTargetInfo,
+}
+impl x::SchemaType for VirtualMachineSoundInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSoundInfo";
+}
+impl x::Structure for VirtualMachineSoundInfo {}
+impl std::ops::Deref for VirtualMachineSoundInfo {
+    type Target = VirtualMachineTargetInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineTargetInfo {
+        &self.virtual_machine_target_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSoundInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineTargetInfo {
+        &mut self.virtual_machine_target_info
+    }
+}
+impl x::Fields for VirtualMachineSoundInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_machine_target_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_target_info, w);
+    }
+}
+impl x::ArrayItem for VirtualMachineSoundInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSoundInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSoundInfo";
+}
+/// `VirtualMachineSriovDevicePoolInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineSriovDevicePoolInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSriovDevicePoolInfo {
+    /// `key`.
+    pub key: String,
+}
+impl x::SchemaType for VirtualMachineSriovDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovDevicePoolInfo {}
+impl x::Fields for VirtualMachineSriovDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `VirtualMachineSriovInfo` (extends `VirtualMachinePciPassthroughInfo`).
+///
+/// The fields of `VirtualMachinePciPassthroughInfo` are in `virtual_machine_pci_passthrough_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSriovInfo {
+    /// The fields `VirtualMachineSriovInfo` inherits from `VirtualMachinePciPassthroughInfo`.
+    pub virtual_machine_pci_passthrough_info: VirtualMachinePciPassthroughInfo,
+    /// `virtualFunction`.
+    pub virtual_function: bool,
+    /// `pnic`.
+    pub pnic: Option<String>,
+    /// `devicePool`.
+    pub device_pool: Option<AnyVirtualMachineSriovDevicePoolInfo>,
+}
+impl x::SchemaType for VirtualMachineSriovInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovInfo";
+}
+impl x::Structure for VirtualMachineSriovInfo {}
+impl std::ops::Deref for VirtualMachineSriovInfo {
+    type Target = VirtualMachinePciPassthroughInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachinePciPassthroughInfo {
+        &self.virtual_machine_pci_passthrough_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachinePciPassthroughInfo {
+        &mut self.virtual_machine_pci_passthrough_info
+    }
+}
+impl x::Fields for VirtualMachineSriovInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "virtualFunction" => r.read(&mut self.virtual_function),
+            "pnic" => r.read_opt(&mut self.pnic),
+            "devicePool" => r.read_opt(&mut self.device_pool),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_pci_passthrough_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_pci_passthrough_info, w);
+        w.write("virtualFunction", &self.virtual_function);
+        w.write_opt("pnic", &self.pnic);
+        w.write_opt("devicePool", &self.device_pool);
+    }
+}
+impl x::ArrayItem for VirtualMachineSriovInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSriovInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineSriovInfo";
+}
+/// `VirtualMachineSriovNetworkDevicePoolInfo` (extends `VirtualMachineSriovDevicePoolInfo`).
+///
+/// The fields of `VirtualMachineSriovDevicePoolInfo` are in `virtual_machine_sriov_device_pool_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineSriovNetworkDevicePoolInfo {
+    /// The fields `VirtualMachineSriovNetworkDevicePoolInfo` inherits from `VirtualMachineSriovDevicePoolInfo`.
+    pub virtual_machine_sriov_device_pool_info: VirtualMachineSriovDevicePoolInfo,
+    /// `switchKey`.
+    pub switch_key: Option<String>,
+    /// `switchUuid`.
+    pub switch_uuid: Option<String>,
+}
+impl x::SchemaType for VirtualMachineSriovNetworkDevicePoolInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineSriovNetworkDevicePoolInfo";
+}
+impl x::Structure for VirtualMachineSriovNetworkDevicePoolInfo {}
+impl std::ops::Deref for VirtualMachineSriovNetworkDevicePoolInfo {
+    type Target = VirtualMachineSriovDevicePoolInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualMachineSriovDevicePoolInfo {
+        &self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl std::ops::DerefMut for VirtualMachineSriovNetworkDevicePoolInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualMachineSriovDevicePoolInfo {
+        &mut self.virtual_machine_sriov_device_pool_info
+    }
+}
+impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_machine_sriov_device_pool_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_machine_sriov_device_pool_info, w);
+        w.write_opt("switchKey", &self.switch_key);
+        w.write_opt("switchUuid", &self.switch_uuid);
+    }
+}
+/// `VirtualMachineStorageInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineStorageInfo {
+    /// `perDatastoreUsage`.
+    pub per_datastore_usage: Vec<VirtualMachineUsageOnDatastore>,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageInfo";
+}
+impl x::Structure for VirtualMachineStorageInfo {}
+impl Clone for VirtualMachineStorageInfo {
+    fn clone(&self) -> Self {
+        Self {
+            per_datastore_usage: x::clone_vec(&self.per_datastore_usage),
+            timestamp: self.timestamp.clone(),
+        }
+    }
+}
+impl x::Fields for VirtualMachineStorageInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineStorageSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineStorageSummary {
+    /// `committed`.
+    pub committed: i64,
+    /// `uncommitted`.
+    pub uncommitted: i64,
+    /// `unshared`.
+    pub unshared: i64,
+    /// `timestamp`.
+    pub timestamp: x::DateTime,
+}
+impl x::SchemaType for VirtualMachineStorageSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineStorageSummary";
+}
+impl x::Structure for VirtualMachineStorageSummary {}
+impl x::Fields for VirtualMachineStorageSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            "timestamp" => r.read(&mut self.timestamp),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("committed", &self.committed);
+        w.write("uncommitted", &self.uncommitted);
+        w.write("unshared", &self.unshared);
+        w.write("timestamp", &self.timestamp);
+    }
+}
+/// `VirtualMachineSummary` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineSummary {
+    /// `vm`.
+    pub vm: Option<x::ManagedObjectReference>,
+    /// `runtime`.
+    pub runtime: VirtualMachineRuntimeInfo,
+    /// `guest`.
+    pub guest: Option<VirtualMachineGuestSummary>,
+    /// `config`.
+    pub config: VirtualMachineConfigSummary,
+    /// `storage`.
+    pub storage: Option<VirtualMachineStorageSummary>,
+    /// `quickStats`.
+    pub quick_stats: VirtualMachineQuickStats,
+    /// `overallStatus`.
+    pub overall_status: ManagedEntityStatus,
+    /// `customValue`.
+    pub custom_value: Vec<AnyCustomFieldValue>,
+}
+impl x::SchemaType for VirtualMachineSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineSummary";
+}
+impl x::Structure for VirtualMachineSummary {}
+impl Clone for VirtualMachineSummary {
+    fn clone(&self) -> Self {
+        Self {
+            vm: self.vm.clone(),
+            runtime: self.runtime.clone(),
+            guest: self.guest.clone(),
+            config: self.config.clone(),
+            storage: self.storage.clone(),
+            quick_stats: self.quick_stats.clone(),
+            overall_status: self.overall_status.clone(),
+            custom_value: x::clone_vec(&self.custom_value),
+        }
+    }
+}
+impl x::Fields for VirtualMachineSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "runtime" => r.read(&mut self.runtime),
+            "guest" => r.read_opt(&mut self.guest),
+            "config" => r.read(&mut self.config),
+            "storage" => r.read_opt(&mut self.storage),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "customValue" => r.read_push(&mut self.custom_value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vm", &self.vm);
+        w.write("runtime", &self.runtime);
+        w.write_opt("guest", &self.guest);
+        w.write("config", &self.config);
+        w.write_opt("storage", &self.storage);
+        w.write("quickStats", &self.quick_stats);
+        w.write("overallStatus", &self.overall_status);
+        w.write_vec("customValue", &self.custom_value);
+    }
+}
+impl x::ArrayItem for VirtualMachineSummary {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineSummary";
+    const ITEM_TAG: &'static str = "VirtualMachineSummary";
+}
+/// `VirtualMachineTargetInfo` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualMachineTargetInfo {
+    /// `name`.
+    pub name: String,
+    /// `configurationTag`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineTargetInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineTargetInfo";
+}
+impl x::Structure for VirtualMachineTargetInfo {}
+impl Clone for VirtualMachineTargetInfo {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            configuration_tag: x::clone_vec(&self.configuration_tag),
+        }
+    }
+}
+impl x::Fields for VirtualMachineTargetInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+    }
+}
+/// `VirtualMachineTicket` (extends `DynamicData`).
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineTicket {
     /// `ticket`.
     pub ticket: String,
@@ -33,6 +1138,20 @@ impl x::SchemaType for VirtualMachineTicket {
     const TYPE_NAME: &'static str = "VirtualMachineTicket";
 }
 impl x::Structure for VirtualMachineTicket {}
+impl Clone for VirtualMachineTicket {
+    fn clone(&self) -> Self {
+        Self {
+            ticket: self.ticket.clone(),
+            cfg_file: self.cfg_file.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            ssl_thumbprint: self.ssl_thumbprint.clone(),
+            cert_thumbprint_list: x::clone_vec(&self.cert_thumbprint_list),
+            ssl_certificate: self.ssl_certificate.clone(),
+            url: self.url.clone(),
+        }
+    }
+}
 impl x::Fields for VirtualMachineTicket {
     fn decode_field(
         &mut self,
@@ -126,7 +1245,7 @@ impl x::ArrayItem for VirtualMachineUsageOnDatastore {
 /// `VirtualMachineUsbInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineUsbInfo {
     /// The fields `VirtualMachineUsbInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -149,6 +1268,20 @@ impl x::SchemaType for VirtualMachineUsbInfo {
     const TYPE_NAME: &'static str = "VirtualMachineUsbInfo";
 }
 impl x::Structure for VirtualMachineUsbInfo {}
+impl Clone for VirtualMachineUsbInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            description: self.description.clone(),
+            vendor: self.vendor,
+            product: self.product,
+            physical_path: self.physical_path.clone(),
+            family: x::clone_vec(&self.family),
+            speed: x::clone_vec(&self.speed),
+            summary: self.summary.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VirtualMachineUsbInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
@@ -320,7 +1453,7 @@ impl x::Fields for VirtualMachineVMCIDevice {
     }
 }
 /// `VirtualMachineVMCIDeviceFilterInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineVMCIDeviceFilterInfo {
     /// `filters`.
     pub filters: Vec<VirtualMachineVMCIDeviceFilterSpec>,
@@ -329,6 +1462,13 @@ impl x::SchemaType for VirtualMachineVMCIDeviceFilterInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVMCIDeviceFilterInfo";
 }
 impl x::Structure for VirtualMachineVMCIDeviceFilterInfo {}
+impl Clone for VirtualMachineVMCIDeviceFilterInfo {
+    fn clone(&self) -> Self {
+        Self {
+            filters: x::clone_vec(&self.filters),
+        }
+    }
+}
 impl x::Fields for VirtualMachineVMCIDeviceFilterInfo {
     fn decode_field(
         &mut self,
@@ -638,7 +1778,7 @@ impl x::ArrayItem for VirtualMachineVcpuConfig {
 /// Since vSphere API 8.0.0.1.
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineVendorDeviceGroupInfo {
     /// The fields `VirtualMachineVendorDeviceGroupInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -661,6 +1801,16 @@ impl x::SchemaType for VirtualMachineVendorDeviceGroupInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVendorDeviceGroupInfo";
 }
 impl x::Structure for VirtualMachineVendorDeviceGroupInfo {}
+impl Clone for VirtualMachineVendorDeviceGroupInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            device_group_name: self.device_group_name.clone(),
+            device_group_description: self.device_group_description.clone(),
+            component_device_info: x::clone_vec(&self.component_device_info),
+        }
+    }
+}
 impl std::ops::Deref for VirtualMachineVendorDeviceGroupInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
@@ -853,7 +2003,7 @@ impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
 /// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
 ///
 /// The fields of `VirtualMachineTargetInfo` are in `virtual_machine_target_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineVgpuProfileInfo {
     /// The fields `VirtualMachineVgpuProfileInfo` inherits from `VirtualMachineTargetInfo`.
     pub virtual_machine_target_info: VirtualMachineTargetInfo,
@@ -876,6 +2026,19 @@ impl x::SchemaType for VirtualMachineVgpuProfileInfo {
     const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
 }
 impl x::Structure for VirtualMachineVgpuProfileInfo {}
+impl Clone for VirtualMachineVgpuProfileInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_machine_target_info: self.virtual_machine_target_info.clone(),
+            profile_name: self.profile_name.clone(),
+            device_vendor_id: self.device_vendor_id,
+            fb_size_in_gib: self.fb_size_in_gib,
+            profile_sharing: self.profile_sharing.clone(),
+            profile_class: self.profile_class.clone(),
+            stun_time_estimates: x::clone_vec(&self.stun_time_estimates),
+        }
+    }
+}
 impl std::ops::Deref for VirtualMachineVgpuProfileInfo {
     type Target = VirtualMachineTargetInfo;
     #[inline]
@@ -1003,7 +2166,7 @@ impl x::Fields for VirtualMachineVideoCard {
 /// `VirtualMachineVirtualDeviceGroups` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualMachineVirtualDeviceGroups {
     /// `deviceGroup`.
     ///
@@ -1014,6 +2177,13 @@ impl x::SchemaType for VirtualMachineVirtualDeviceGroups {
     const TYPE_NAME: &'static str = "VirtualMachineVirtualDeviceGroups";
 }
 impl x::Structure for VirtualMachineVirtualDeviceGroups {}
+impl Clone for VirtualMachineVirtualDeviceGroups {
+    fn clone(&self) -> Self {
+        Self {
+            device_group: x::clone_vec(&self.device_group),
+        }
+    }
+}
 impl x::Fields for VirtualMachineVirtualDeviceGroups {
     fn decode_field(
         &mut self,
@@ -1724,7 +2894,7 @@ impl x::Fields for VirtualNVMEController {
 /// `VirtualNVMEControllerOption` (extends `VirtualControllerOption`).
 ///
 /// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualNVMEControllerOption {
     /// The fields `VirtualNVMEControllerOption` inherits from `VirtualControllerOption`.
     pub virtual_controller_option: VirtualControllerOption,
@@ -1739,6 +2909,15 @@ impl x::SchemaType for VirtualNVMEControllerOption {
     const TYPE_NAME: &'static str = "VirtualNVMEControllerOption";
 }
 impl x::Structure for VirtualNVMEControllerOption {}
+impl Clone for VirtualNVMEControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_nvme_disks: self.num_nvme_disks.clone(),
+            sharing: x::clone_vec(&self.sharing),
+        }
+    }
+}
 impl std::ops::Deref for VirtualNVMEControllerOption {
     type Target = VirtualControllerOption;
     #[inline]
@@ -1787,7 +2966,7 @@ impl x::Fields for VirtualNVMEControllerOption {
     }
 }
 /// `VirtualNicManagerNetConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualNicManagerNetConfig {
     /// `nicType`.
     pub nic_type: String,
@@ -1802,6 +2981,16 @@ impl x::SchemaType for VirtualNicManagerNetConfig {
     const TYPE_NAME: &'static str = "VirtualNicManagerNetConfig";
 }
 impl x::Structure for VirtualNicManagerNetConfig {}
+impl Clone for VirtualNicManagerNetConfig {
+    fn clone(&self) -> Self {
+        Self {
+            nic_type: self.nic_type.clone(),
+            multi_select_allowed: self.multi_select_allowed,
+            candidate_vnic: x::clone_vec(&self.candidate_vnic),
+            selected_vnic: x::clone_vec(&self.selected_vnic),
+        }
+    }
+}
 impl x::Fields for VirtualNicManagerNetConfig {
     fn decode_field(
         &mut self,
@@ -1865,1237 +3054,5 @@ impl x::Fields for VirtualPCIController {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIControllerOption {
-    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numSCSIControllers`.
-    pub num_scsi_controllers: IntOption,
-    /// `numEthernetCards`.
-    pub num_ethernet_cards: IntOption,
-    /// `numVideoCards`.
-    pub num_video_cards: IntOption,
-    /// `numSoundCards`.
-    pub num_sound_cards: IntOption,
-    /// `numVmiRoms`.
-    pub num_vmi_roms: IntOption,
-    /// `numVmciDevices`.
-    pub num_vmci_devices: Option<IntOption>,
-    /// `numPCIPassthroughDevices`.
-    pub num_pci_passthrough_devices: Option<IntOption>,
-    /// `numSasSCSIControllers`.
-    pub num_sas_scsi_controllers: Option<IntOption>,
-    /// `numVmxnet3EthernetCards`.
-    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
-    /// `numParaVirtualSCSIControllers`.
-    pub num_para_virtual_scsi_controllers: Option<IntOption>,
-    /// `numSATAControllers`.
-    pub num_sata_controllers: Option<IntOption>,
-    /// `numNVMEControllers`.
-    pub num_nvme_controllers: Option<IntOption>,
-    /// `numVmxnet3VrdmaEthernetCards`.
-    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
-}
-impl x::SchemaType for VirtualPCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
-}
-impl x::Structure for VirtualPCIControllerOption {}
-impl std::ops::Deref for VirtualPCIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualPCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
-            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
-            "numVideoCards" => r.read(&mut self.num_video_cards),
-            "numSoundCards" => r.read(&mut self.num_sound_cards),
-            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
-            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
-            "numPCIPassthroughDevices" => {
-                r.read_opt(&mut self.num_pci_passthrough_devices)
-            }
-            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
-            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
-            "numParaVirtualSCSIControllers" => {
-                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
-            }
-            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
-            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
-            "numVmxnet3VrdmaEthernetCards" => {
-                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
-            }
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numSCSIControllers", &self.num_scsi_controllers);
-        w.write("numEthernetCards", &self.num_ethernet_cards);
-        w.write("numVideoCards", &self.num_video_cards);
-        w.write("numSoundCards", &self.num_sound_cards);
-        w.write("numVmiRoms", &self.num_vmi_roms);
-        w.write_opt("numVmciDevices", &self.num_vmci_devices);
-        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
-        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
-        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
-        w.write_opt(
-            "numParaVirtualSCSIControllers",
-            &self.num_para_virtual_scsi_controllers,
-        );
-        w.write_opt("numSATAControllers", &self.num_sata_controllers);
-        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
-        w.write_opt(
-            "numVmxnet3VrdmaEthernetCards",
-            &self.num_vmxnet3_vrdma_ethernet_cards,
-        );
-    }
-}
-/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthrough {
-    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPCIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
-}
-impl x::Structure for VirtualPCIPassthrough {}
-impl std::ops::Deref for VirtualPCIPassthrough {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthrough {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPCIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughAllowedDevice {
-    /// `vendorId`.
-    pub vendor_id: i32,
-    /// `deviceId`.
-    pub device_id: i32,
-    /// `subVendorId`.
-    pub sub_vendor_id: Option<i32>,
-    /// `subDeviceId`.
-    pub sub_device_id: Option<i32>,
-    /// `revisionId`.
-    pub revision_id: Option<i16>,
-}
-impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
-impl x::Fields for VirtualPCIPassthroughAllowedDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vendorId" => r.read(&mut self.vendor_id),
-            "deviceId" => r.read(&mut self.device_id),
-            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
-            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
-            "revisionId" => r.read_opt(&mut self.revision_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vendorId", &self.vendor_id);
-        w.write("deviceId", &self.device_id);
-        w.write_opt("subVendorId", &self.sub_vendor_id);
-        w.write_opt("subDeviceId", &self.sub_device_id);
-        w.write_opt("revisionId", &self.revision_id);
-    }
-}
-impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
-    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
-}
-/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingInfo {
-    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `id`.
-    pub id: String,
-    /// `deviceId`.
-    pub device_id: String,
-    /// `systemId`.
-    pub system_id: String,
-    /// `vendorId`.
-    pub vendor_id: i16,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
-impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "deviceId" => r.read(&mut self.device_id),
-            "systemId" => r.read(&mut self.system_id),
-            "vendorId" => r.read(&mut self.vendor_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("id", &self.id);
-        w.write("deviceId", &self.device_id);
-        w.write("systemId", &self.system_id);
-        w.write("vendorId", &self.vendor_id);
-    }
-}
-/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDeviceBackingOption {
-    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
-///
-/// Since vSphere API 8.0.0.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDvxBackingInfo {
-    /// `deviceClass`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub device_class: Option<String>,
-    /// `configParams`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub config_params: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceClass" => r.read_opt(&mut self.device_class),
-            "configParams" => r.read_push(&mut self.config_params),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
-        w.write_opt("deviceClass", &self.device_class);
-        w.write_vec("configParams", &self.config_params);
-    }
-}
-/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// Since vSphere API 8.0.0.1.
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDvxBackingOption {
-    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingInfo {
-    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `allowedDevice`.
-    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
-    /// `customLabel`.
-    pub custom_label: Option<String>,
-    /// `assignedId`.
-    pub assigned_id: Option<String>,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
-impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowedDevice" => r.read_push(&mut self.allowed_device),
-            "customLabel" => r.read_opt(&mut self.custom_label),
-            "assignedId" => r.read_opt(&mut self.assigned_id),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write_vec("allowedDevice", &self.allowed_device);
-        w.write_opt("customLabel", &self.custom_label);
-        w.write_opt("assignedId", &self.assigned_id);
-    }
-}
-/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughDynamicBackingOption {
-    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughOption {
-    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
-}
-impl x::Structure for VirtualPCIPassthroughOption {}
-impl std::ops::Deref for VirtualPCIPassthroughOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughPluginBackingInfo {}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughPluginBackingOption {
-    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
-    pub virtual_device_backing_option: VirtualDeviceBackingOption,
-}
-impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
-    type Target = VirtualDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceBackingOption {
-        &self.virtual_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
-        &mut self.virtual_device_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingInfo {
-    /// `vgpu`.
-    pub vgpu: Option<String>,
-    /// `vgpuMigrateDataSizeMB`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub vgpu_migrate_data_size_mb: Option<i32>,
-    /// `migrateSupported`.
-    pub migrate_supported: Option<bool>,
-    /// `enhancedMigrateCapability`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub enhanced_migrate_capability: Option<bool>,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read_opt(&mut self.vgpu),
-            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
-            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
-            "enhancedMigrateCapability" => {
-                r.read_opt(&mut self.enhanced_migrate_capability)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vgpu", &self.vgpu);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
-                self.vgpu_migrate_data_size_mb.is_some(),
-            )
-        {
-            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
-        }
-        w.write_opt("migrateSupported", &self.migrate_supported);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
-                self.enhanced_migrate_capability.is_some(),
-            )
-        {
-            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
-        }
-    }
-}
-/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
-///
-/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCIPassthroughVmiopBackingOption {
-    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
-    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
-    /// `vgpu`.
-    pub vgpu: StringOption,
-    /// `maxInstances`.
-    pub max_instances: i32,
-}
-impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
-}
-impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
-impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
-    type Target = VirtualPCIPassthroughPluginBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
-        &self.virtual_pci_passthrough_plugin_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
-        &mut self.virtual_pci_passthrough_plugin_backing_option
-    }
-}
-impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vgpu" => r.read(&mut self.vgpu),
-            "maxInstances" => r.read(&mut self.max_instances),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_pci_passthrough_plugin_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
-        w.write("vgpu", &self.vgpu);
-        w.write("maxInstances", &self.max_instances);
-    }
-}
-/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32 {
-    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-}
-impl x::SchemaType for VirtualPCNet32 {
-    const TYPE_NAME: &'static str = "VirtualPCNet32";
-}
-impl x::Structure for VirtualPCNet32 {}
-impl std::ops::Deref for VirtualPCNet32 {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualPCNet32 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualPCNet32 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-    }
-}
-/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPCNet32Option {
-    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-    /// `supportsMorphing`.
-    pub supports_morphing: bool,
-}
-impl x::SchemaType for VirtualPCNet32Option {
-    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
-}
-impl x::Structure for VirtualPCNet32Option {}
-impl std::ops::Deref for VirtualPCNet32Option {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualPCNet32Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualPCNet32Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "supportsMorphing" => r.read(&mut self.supports_morphing),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_ethernet_card_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-        w.write("supportsMorphing", &self.supports_morphing);
-    }
-}
-/// `VirtualPS2Controller` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2Controller {
-    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-}
-impl x::SchemaType for VirtualPS2Controller {
-    const TYPE_NAME: &'static str = "VirtualPS2Controller";
-}
-impl x::Structure for VirtualPS2Controller {}
-impl std::ops::Deref for VirtualPS2Controller {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualPS2Controller {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualPS2Controller {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_controller, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-    }
-}
-/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPS2ControllerOption {
-    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `numKeyboards`.
-    pub num_keyboards: IntOption,
-    /// `numPointingDevices`.
-    pub num_pointing_devices: IntOption,
-}
-impl x::SchemaType for VirtualPS2ControllerOption {
-    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
-}
-impl x::Structure for VirtualPS2ControllerOption {}
-impl std::ops::Deref for VirtualPS2ControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualPS2ControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualPS2ControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "numKeyboards" => r.read(&mut self.num_keyboards),
-            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("numKeyboards", &self.num_keyboards);
-        w.write("numPointingDevices", &self.num_pointing_devices);
-    }
-}
-/// `VirtualParallelPort` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPort {
-    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualParallelPort {
-    const TYPE_NAME: &'static str = "VirtualParallelPort";
-}
-impl x::Structure for VirtualParallelPort {}
-impl std::ops::Deref for VirtualParallelPort {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPort {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualParallelPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingInfo {
-    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
-impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualParallelPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortDeviceBackingOption {
-    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
-}
-impl x::Structure for VirtualParallelPortDeviceBackingOption {}
-impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualParallelPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-///
-/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingInfo {
-    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
-    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
-}
-impl x::Structure for VirtualParallelPortFileBackingInfo {}
-impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
-    type Target = VirtualDeviceFileBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
-        &self.virtual_device_file_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
-        &mut self.virtual_device_file_backing_info
-    }
-}
-impl x::Fields for VirtualParallelPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
-    }
-}
-/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-///
-/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortFileBackingOption {
-    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
-    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
-}
-impl x::SchemaType for VirtualParallelPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
-}
-impl x::Structure for VirtualParallelPortFileBackingOption {}
-impl std::ops::Deref for VirtualParallelPortFileBackingOption {
-    type Target = VirtualDeviceFileBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceFileBackingOption {
-        &self.virtual_device_file_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
-        &mut self.virtual_device_file_backing_option
-    }
-}
-impl x::Fields for VirtualParallelPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
-    }
-}
-/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualParallelPortOption {
-    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualParallelPortOption {
-    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
-}
-impl x::Structure for VirtualParallelPortOption {}
-impl std::ops::Deref for VirtualParallelPortOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualParallelPortOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualParallelPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualPointingDevice` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDevice {
-    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-}
-impl x::SchemaType for VirtualPointingDevice {
-    const TYPE_NAME: &'static str = "VirtualPointingDevice";
-}
-impl x::Structure for VirtualPointingDevice {}
-impl std::ops::Deref for VirtualPointingDevice {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDevice {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualPointingDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-    }
-}
-/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceBackingOption {
-    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: ChoiceOption,
-}
-impl x::SchemaType for VirtualPointingDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
-}
-impl x::Structure for VirtualPointingDeviceBackingOption {}
-impl std::ops::Deref for VirtualPointingDeviceBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualPointingDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-        w.write("hostPointingDevice", &self.host_pointing_device);
-    }
-}
-/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualPointingDeviceDeviceBackingInfo {
-    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `hostPointingDevice`.
-    pub host_pointing_device: String,
-}
-impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
-}
-impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
-impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("hostPointingDevice", &self.host_pointing_device);
     }
 }

@@ -5,6 +5,1258 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualPCIControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIControllerOption {
+    /// The fields `VirtualPCIControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numSCSIControllers`.
+    pub num_scsi_controllers: IntOption,
+    /// `numEthernetCards`.
+    pub num_ethernet_cards: IntOption,
+    /// `numVideoCards`.
+    pub num_video_cards: IntOption,
+    /// `numSoundCards`.
+    pub num_sound_cards: IntOption,
+    /// `numVmiRoms`.
+    pub num_vmi_roms: IntOption,
+    /// `numVmciDevices`.
+    pub num_vmci_devices: Option<IntOption>,
+    /// `numPCIPassthroughDevices`.
+    pub num_pci_passthrough_devices: Option<IntOption>,
+    /// `numSasSCSIControllers`.
+    pub num_sas_scsi_controllers: Option<IntOption>,
+    /// `numVmxnet3EthernetCards`.
+    pub num_vmxnet3_ethernet_cards: Option<IntOption>,
+    /// `numParaVirtualSCSIControllers`.
+    pub num_para_virtual_scsi_controllers: Option<IntOption>,
+    /// `numSATAControllers`.
+    pub num_sata_controllers: Option<IntOption>,
+    /// `numNVMEControllers`.
+    pub num_nvme_controllers: Option<IntOption>,
+    /// `numVmxnet3VrdmaEthernetCards`.
+    pub num_vmxnet3_vrdma_ethernet_cards: Option<IntOption>,
+}
+impl x::SchemaType for VirtualPCIControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPCIControllerOption";
+}
+impl x::Structure for VirtualPCIControllerOption {}
+impl std::ops::Deref for VirtualPCIControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPCIControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
+            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
+            "numVideoCards" => r.read(&mut self.num_video_cards),
+            "numSoundCards" => r.read(&mut self.num_sound_cards),
+            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
+            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
+            "numPCIPassthroughDevices" => {
+                r.read_opt(&mut self.num_pci_passthrough_devices)
+            }
+            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
+            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
+            "numParaVirtualSCSIControllers" => {
+                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
+            }
+            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
+            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
+            "numVmxnet3VrdmaEthernetCards" => {
+                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
+            }
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numSCSIControllers", &self.num_scsi_controllers);
+        w.write("numEthernetCards", &self.num_ethernet_cards);
+        w.write("numVideoCards", &self.num_video_cards);
+        w.write("numSoundCards", &self.num_sound_cards);
+        w.write("numVmiRoms", &self.num_vmi_roms);
+        w.write_opt("numVmciDevices", &self.num_vmci_devices);
+        w.write_opt("numPCIPassthroughDevices", &self.num_pci_passthrough_devices);
+        w.write_opt("numSasSCSIControllers", &self.num_sas_scsi_controllers);
+        w.write_opt("numVmxnet3EthernetCards", &self.num_vmxnet3_ethernet_cards);
+        w.write_opt(
+            "numParaVirtualSCSIControllers",
+            &self.num_para_virtual_scsi_controllers,
+        );
+        w.write_opt("numSATAControllers", &self.num_sata_controllers);
+        w.write_opt("numNVMEControllers", &self.num_nvme_controllers);
+        w.write_opt(
+            "numVmxnet3VrdmaEthernetCards",
+            &self.num_vmxnet3_vrdma_ethernet_cards,
+        );
+    }
+}
+/// `VirtualPCIPassthrough` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthrough {
+    /// The fields `VirtualPCIPassthrough` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPCIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthrough";
+}
+impl x::Structure for VirtualPCIPassthrough {}
+impl std::ops::Deref for VirtualPCIPassthrough {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthrough {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPCIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPCIPassthroughAllowedDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughAllowedDevice {
+    /// `vendorId`.
+    pub vendor_id: i32,
+    /// `deviceId`.
+    pub device_id: i32,
+    /// `subVendorId`.
+    pub sub_vendor_id: Option<i32>,
+    /// `subDeviceId`.
+    pub sub_device_id: Option<i32>,
+    /// `revisionId`.
+    pub revision_id: Option<i16>,
+}
+impl x::SchemaType for VirtualPCIPassthroughAllowedDevice {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+impl x::Structure for VirtualPCIPassthroughAllowedDevice {}
+impl x::Fields for VirtualPCIPassthroughAllowedDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
+            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
+            "revisionId" => r.read_opt(&mut self.revision_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vendorId", &self.vendor_id);
+        w.write("deviceId", &self.device_id);
+        w.write_opt("subVendorId", &self.sub_vendor_id);
+        w.write_opt("subDeviceId", &self.sub_device_id);
+        w.write_opt("revisionId", &self.revision_id);
+    }
+}
+impl x::ArrayItem for VirtualPCIPassthroughAllowedDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualPCIPassthroughAllowedDevice";
+    const ITEM_TAG: &'static str = "VirtualPCIPassthroughAllowedDevice";
+}
+/// `VirtualPCIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingInfo {
+    /// The fields `VirtualPCIPassthroughDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `id`.
+    pub id: String,
+    /// `deviceId`.
+    pub device_id: String,
+    /// `systemId`.
+    pub system_id: String,
+    /// `vendorId`.
+    pub vendor_id: i16,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingInfo {}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "deviceId" => r.read(&mut self.device_id),
+            "systemId" => r.read(&mut self.system_id),
+            "vendorId" => r.read(&mut self.vendor_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("id", &self.id);
+        w.write("deviceId", &self.device_id);
+        w.write("systemId", &self.system_id);
+        w.write("vendorId", &self.vendor_id);
+    }
+}
+/// `VirtualPCIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDeviceBackingOption {
+    /// The fields `VirtualPCIPassthroughDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDeviceBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingInfo` (extends `VirtualDeviceBackingInfo`).
+///
+/// Since vSphere API 8.0.0.1.
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDvxBackingInfo {
+    /// `deviceClass`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub device_class: Option<String>,
+    /// `configParams`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub config_params: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingInfo {}
+impl Clone for VirtualPCIPassthroughDvxBackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            device_class: self.device_class.clone(),
+            config_params: x::clone_vec(&self.config_params),
+        }
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceClass" => r.read_opt(&mut self.device_class),
+            "configParams" => r.read_push(&mut self.config_params),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingInfo", true);
+        w.write_opt("deviceClass", &self.device_class);
+        w.write_vec("configParams", &self.config_params);
+    }
+}
+/// `VirtualPCIPassthroughDvxBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// Since vSphere API 8.0.0.1.
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDvxBackingOption {
+    /// The fields `VirtualPCIPassthroughDvxBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDvxBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDvxBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDvxBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughDvxBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDvxBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDvxBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.since(0x0800_0001, "type VirtualPCIPassthroughDvxBackingOption", true);
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDynamicBackingInfo {
+    /// The fields `VirtualPCIPassthroughDynamicBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `allowedDevice`.
+    pub allowed_device: Vec<VirtualPCIPassthroughAllowedDevice>,
+    /// `customLabel`.
+    pub custom_label: Option<String>,
+    /// `assignedId`.
+    pub assigned_id: Option<String>,
+}
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughDynamicBackingInfo {}
+impl Clone for VirtualPCIPassthroughDynamicBackingInfo {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_device_backing_info: self
+                .virtual_device_device_backing_info
+                .clone(),
+            allowed_device: x::clone_vec(&self.allowed_device),
+            custom_label: self.custom_label.clone(),
+            assigned_id: self.assigned_id.clone(),
+        }
+    }
+}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "allowedDevice" => r.read_push(&mut self.allowed_device),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "assignedId" => r.read_opt(&mut self.assigned_id),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write_vec("allowedDevice", &self.allowed_device);
+        w.write_opt("customLabel", &self.custom_label);
+        w.write_opt("assignedId", &self.assigned_id);
+    }
+}
+/// `VirtualPCIPassthroughDynamicBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughDynamicBackingOption {
+    /// The fields `VirtualPCIPassthroughDynamicBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughDynamicBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughDynamicBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughDynamicBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughDynamicBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughDynamicBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughOption {
+    /// The fields `VirtualPCIPassthroughOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughOption";
+}
+impl x::Structure for VirtualPCIPassthroughOption {}
+impl std::ops::Deref for VirtualPCIPassthroughOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPCIPassthroughPluginBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughPluginBackingInfo {}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingInfo {}
+impl x::Fields for VirtualPCIPassthroughPluginBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualPCIPassthroughPluginBackingOption` (extends `VirtualDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceBackingOption` are in `virtual_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughPluginBackingOption {
+    /// The fields `VirtualPCIPassthroughPluginBackingOption` inherits from `VirtualDeviceBackingOption`.
+    pub virtual_device_backing_option: VirtualDeviceBackingOption,
+}
+impl x::SchemaType for VirtualPCIPassthroughPluginBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughPluginBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughPluginBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughPluginBackingOption {
+    type Target = VirtualDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceBackingOption {
+        &self.virtual_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughPluginBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceBackingOption {
+        &mut self.virtual_device_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_backing_option, w);
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingInfo` (extends `VirtualPCIPassthroughPluginBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingInfo {
+    /// `vgpu`.
+    pub vgpu: Option<String>,
+    /// `vgpuMigrateDataSizeMB`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub vgpu_migrate_data_size_mb: Option<i32>,
+    /// `migrateSupported`.
+    pub migrate_supported: Option<bool>,
+    /// `enhancedMigrateCapability`.
+    ///
+    /// Since vSphere API 8.0.0.1.
+    pub enhanced_migrate_capability: Option<bool>,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingInfo";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingInfo {}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read_opt(&mut self.vgpu),
+            "vgpuMigrateDataSizeMB" => r.read_opt(&mut self.vgpu_migrate_data_size_mb),
+            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
+            "enhancedMigrateCapability" => {
+                r.read_opt(&mut self.enhanced_migrate_capability)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vgpu", &self.vgpu);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.vgpuMigrateDataSizeMB",
+                self.vgpu_migrate_data_size_mb.is_some(),
+            )
+        {
+            w.write_opt("vgpuMigrateDataSizeMB", &self.vgpu_migrate_data_size_mb);
+        }
+        w.write_opt("migrateSupported", &self.migrate_supported);
+        if w
+            .since(
+                0x0800_0001,
+                "VirtualPCIPassthroughVmiopBackingInfo.enhancedMigrateCapability",
+                self.enhanced_migrate_capability.is_some(),
+            )
+        {
+            w.write_opt("enhancedMigrateCapability", &self.enhanced_migrate_capability);
+        }
+    }
+}
+/// `VirtualPCIPassthroughVmiopBackingOption` (extends `VirtualPCIPassthroughPluginBackingOption`).
+///
+/// The fields of `VirtualPCIPassthroughPluginBackingOption` are in `virtual_pci_passthrough_plugin_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCIPassthroughVmiopBackingOption {
+    /// The fields `VirtualPCIPassthroughVmiopBackingOption` inherits from `VirtualPCIPassthroughPluginBackingOption`.
+    pub virtual_pci_passthrough_plugin_backing_option: VirtualPCIPassthroughPluginBackingOption,
+    /// `vgpu`.
+    pub vgpu: StringOption,
+    /// `maxInstances`.
+    pub max_instances: i32,
+}
+impl x::SchemaType for VirtualPCIPassthroughVmiopBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPCIPassthroughVmiopBackingOption";
+}
+impl x::Structure for VirtualPCIPassthroughVmiopBackingOption {}
+impl std::ops::Deref for VirtualPCIPassthroughVmiopBackingOption {
+    type Target = VirtualPCIPassthroughPluginBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualPCIPassthroughPluginBackingOption {
+        &self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCIPassthroughVmiopBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualPCIPassthroughPluginBackingOption {
+        &mut self.virtual_pci_passthrough_plugin_backing_option
+    }
+}
+impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "maxInstances" => r.read(&mut self.max_instances),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_pci_passthrough_plugin_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_pci_passthrough_plugin_backing_option, w);
+        w.write("vgpu", &self.vgpu);
+        w.write("maxInstances", &self.max_instances);
+    }
+}
+/// `VirtualPCNet32` (extends `VirtualEthernetCard`).
+///
+/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCNet32 {
+    /// The fields `VirtualPCNet32` inherits from `VirtualEthernetCard`.
+    pub virtual_ethernet_card: VirtualEthernetCard,
+}
+impl x::SchemaType for VirtualPCNet32 {
+    const TYPE_NAME: &'static str = "VirtualPCNet32";
+}
+impl x::Structure for VirtualPCNet32 {}
+impl std::ops::Deref for VirtualPCNet32 {
+    type Target = VirtualEthernetCard;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCard {
+        &self.virtual_ethernet_card
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32 {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
+        &mut self.virtual_ethernet_card
+    }
+}
+impl x::Fields for VirtualPCNet32 {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
+    }
+}
+/// `VirtualPCNet32Option` (extends `VirtualEthernetCardOption`).
+///
+/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPCNet32Option {
+    /// The fields `VirtualPCNet32Option` inherits from `VirtualEthernetCardOption`.
+    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
+    /// `supportsMorphing`.
+    pub supports_morphing: bool,
+}
+impl x::SchemaType for VirtualPCNet32Option {
+    const TYPE_NAME: &'static str = "VirtualPCNet32Option";
+}
+impl x::Structure for VirtualPCNet32Option {}
+impl std::ops::Deref for VirtualPCNet32Option {
+    type Target = VirtualEthernetCardOption;
+    #[inline]
+    fn deref(&self) -> &VirtualEthernetCardOption {
+        &self.virtual_ethernet_card_option
+    }
+}
+impl std::ops::DerefMut for VirtualPCNet32Option {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
+        &mut self.virtual_ethernet_card_option
+    }
+}
+impl x::Fields for VirtualPCNet32Option {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportsMorphing" => r.read(&mut self.supports_morphing),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_ethernet_card_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
+        w.write("supportsMorphing", &self.supports_morphing);
+    }
+}
+/// `VirtualPS2Controller` (extends `VirtualController`).
+///
+/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPS2Controller {
+    /// The fields `VirtualPS2Controller` inherits from `VirtualController`.
+    pub virtual_controller: VirtualController,
+}
+impl x::SchemaType for VirtualPS2Controller {
+    const TYPE_NAME: &'static str = "VirtualPS2Controller";
+}
+impl x::Structure for VirtualPS2Controller {}
+impl std::ops::Deref for VirtualPS2Controller {
+    type Target = VirtualController;
+    #[inline]
+    fn deref(&self) -> &VirtualController {
+        &self.virtual_controller
+    }
+}
+impl std::ops::DerefMut for VirtualPS2Controller {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualController {
+        &mut self.virtual_controller
+    }
+}
+impl x::Fields for VirtualPS2Controller {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_controller, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller, w);
+    }
+}
+/// `VirtualPS2ControllerOption` (extends `VirtualControllerOption`).
+///
+/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPS2ControllerOption {
+    /// The fields `VirtualPS2ControllerOption` inherits from `VirtualControllerOption`.
+    pub virtual_controller_option: VirtualControllerOption,
+    /// `numKeyboards`.
+    pub num_keyboards: IntOption,
+    /// `numPointingDevices`.
+    pub num_pointing_devices: IntOption,
+}
+impl x::SchemaType for VirtualPS2ControllerOption {
+    const TYPE_NAME: &'static str = "VirtualPS2ControllerOption";
+}
+impl x::Structure for VirtualPS2ControllerOption {}
+impl std::ops::Deref for VirtualPS2ControllerOption {
+    type Target = VirtualControllerOption;
+    #[inline]
+    fn deref(&self) -> &VirtualControllerOption {
+        &self.virtual_controller_option
+    }
+}
+impl std::ops::DerefMut for VirtualPS2ControllerOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
+        &mut self.virtual_controller_option
+    }
+}
+impl x::Fields for VirtualPS2ControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "numKeyboards" => r.read(&mut self.num_keyboards),
+            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_controller_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_controller_option, w);
+        w.write("numKeyboards", &self.num_keyboards);
+        w.write("numPointingDevices", &self.num_pointing_devices);
+    }
+}
+/// `VirtualParallelPort` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPort {
+    /// The fields `VirtualParallelPort` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualParallelPort {
+    const TYPE_NAME: &'static str = "VirtualParallelPort";
+}
+impl x::Structure for VirtualParallelPort {}
+impl std::ops::Deref for VirtualParallelPort {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPort {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualParallelPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortDeviceBackingInfo {
+    /// The fields `VirtualParallelPortDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingInfo {}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+    }
+}
+/// `VirtualParallelPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortDeviceBackingOption {
+    /// The fields `VirtualParallelPortDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortDeviceBackingOption";
+}
+impl x::Structure for VirtualParallelPortDeviceBackingOption {}
+impl std::ops::Deref for VirtualParallelPortDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+    }
+}
+/// `VirtualParallelPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+///
+/// The fields of `VirtualDeviceFileBackingInfo` are in `virtual_device_file_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortFileBackingInfo {
+    /// The fields `VirtualParallelPortFileBackingInfo` inherits from `VirtualDeviceFileBackingInfo`.
+    pub virtual_device_file_backing_info: VirtualDeviceFileBackingInfo,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingInfo";
+}
+impl x::Structure for VirtualParallelPortFileBackingInfo {}
+impl std::ops::Deref for VirtualParallelPortFileBackingInfo {
+    type Target = VirtualDeviceFileBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingInfo {
+        &self.virtual_device_file_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingInfo {
+        &mut self.virtual_device_file_backing_info
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_info, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_info, w);
+    }
+}
+/// `VirtualParallelPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+///
+/// The fields of `VirtualDeviceFileBackingOption` are in `virtual_device_file_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortFileBackingOption {
+    /// The fields `VirtualParallelPortFileBackingOption` inherits from `VirtualDeviceFileBackingOption`.
+    pub virtual_device_file_backing_option: VirtualDeviceFileBackingOption,
+}
+impl x::SchemaType for VirtualParallelPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortFileBackingOption";
+}
+impl x::Structure for VirtualParallelPortFileBackingOption {}
+impl std::ops::Deref for VirtualParallelPortFileBackingOption {
+    type Target = VirtualDeviceFileBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceFileBackingOption {
+        &self.virtual_device_file_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortFileBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceFileBackingOption {
+        &mut self.virtual_device_file_backing_option
+    }
+}
+impl x::Fields for VirtualParallelPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_file_backing_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_file_backing_option, w);
+    }
+}
+/// `VirtualParallelPortOption` (extends `VirtualDeviceOption`).
+///
+/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualParallelPortOption {
+    /// The fields `VirtualParallelPortOption` inherits from `VirtualDeviceOption`.
+    pub virtual_device_option: VirtualDeviceOption,
+}
+impl x::SchemaType for VirtualParallelPortOption {
+    const TYPE_NAME: &'static str = "VirtualParallelPortOption";
+}
+impl x::Structure for VirtualParallelPortOption {}
+impl std::ops::Deref for VirtualParallelPortOption {
+    type Target = VirtualDeviceOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceOption {
+        &self.virtual_device_option
+    }
+}
+impl std::ops::DerefMut for VirtualParallelPortOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
+        &mut self.virtual_device_option
+    }
+}
+impl x::Fields for VirtualParallelPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_option, w);
+    }
+}
+/// `VirtualPointingDevice` (extends `VirtualDevice`).
+///
+/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPointingDevice {
+    /// The fields `VirtualPointingDevice` inherits from `VirtualDevice`.
+    pub virtual_device: VirtualDevice,
+}
+impl x::SchemaType for VirtualPointingDevice {
+    const TYPE_NAME: &'static str = "VirtualPointingDevice";
+}
+impl x::Structure for VirtualPointingDevice {}
+impl std::ops::Deref for VirtualPointingDevice {
+    type Target = VirtualDevice;
+    #[inline]
+    fn deref(&self) -> &VirtualDevice {
+        &self.virtual_device
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDevice {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDevice {
+        &mut self.virtual_device
+    }
+}
+impl x::Fields for VirtualPointingDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        x::Fields::decode_field(&mut self.virtual_device, r, name)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device, w);
+    }
+}
+/// `VirtualPointingDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+///
+/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPointingDeviceBackingOption {
+    /// The fields `VirtualPointingDeviceBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
+    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: ChoiceOption,
+}
+impl x::SchemaType for VirtualPointingDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceBackingOption";
+}
+impl x::Structure for VirtualPointingDeviceBackingOption {}
+impl std::ops::Deref for VirtualPointingDeviceBackingOption {
+    type Target = VirtualDeviceDeviceBackingOption;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
+        &self.virtual_device_device_backing_option
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceBackingOption {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
+        &mut self.virtual_device_device_backing_option
+    }
+}
+impl x::Fields for VirtualPointingDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_option,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
+/// `VirtualPointingDeviceDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+///
+/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualPointingDeviceDeviceBackingInfo {
+    /// The fields `VirtualPointingDeviceDeviceBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
+    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
+    /// `hostPointingDevice`.
+    pub host_pointing_device: String,
+}
+impl x::SchemaType for VirtualPointingDeviceDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualPointingDeviceDeviceBackingInfo";
+}
+impl x::Structure for VirtualPointingDeviceDeviceBackingInfo {}
+impl std::ops::Deref for VirtualPointingDeviceDeviceBackingInfo {
+    type Target = VirtualDeviceDeviceBackingInfo;
+    #[inline]
+    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
+        &self.virtual_device_device_backing_info
+    }
+}
+impl std::ops::DerefMut for VirtualPointingDeviceDeviceBackingInfo {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
+        &mut self.virtual_device_device_backing_info
+    }
+}
+impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
+            _ => {
+                return x::Fields::decode_field(
+                    &mut self.virtual_device_device_backing_info,
+                    r,
+                    name,
+                );
+            }
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
+        w.write("hostPointingDevice", &self.host_pointing_device);
+    }
+}
 /// `VirtualPointingDeviceOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
@@ -346,7 +1598,7 @@ impl x::Fields for VirtualSCSIController {
 /// `VirtualSCSIControllerOption` (extends `VirtualControllerOption`).
 ///
 /// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualSCSIControllerOption {
     /// The fields `VirtualSCSIControllerOption` inherits from `VirtualControllerOption`.
     pub virtual_controller_option: VirtualControllerOption,
@@ -369,6 +1621,20 @@ impl x::SchemaType for VirtualSCSIControllerOption {
     const TYPE_NAME: &'static str = "VirtualSCSIControllerOption";
 }
 impl x::Structure for VirtualSCSIControllerOption {}
+impl Clone for VirtualSCSIControllerOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_controller_option: self.virtual_controller_option.clone(),
+            num_scsi_disks: self.num_scsi_disks.clone(),
+            num_scsi_cdroms: self.num_scsi_cdroms.clone(),
+            num_scsi_passthrough: self.num_scsi_passthrough.clone(),
+            sharing: x::clone_vec(&self.sharing),
+            default_shared_index: self.default_shared_index,
+            hot_add_remove: self.hot_add_remove.clone(),
+            scsi_ctlr_unit_number: self.scsi_ctlr_unit_number,
+        }
+    }
+}
 impl std::ops::Deref for VirtualSCSIControllerOption {
     type Target = VirtualControllerOption;
     #[inline]
@@ -1658,7 +2924,7 @@ impl x::Fields for VirtualSwitchSelectionProfile {
 /// `VirtualTPM` (extends `VirtualDevice`).
 ///
 /// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualTPM {
     /// The fields `VirtualTPM` inherits from `VirtualDevice`.
     pub virtual_device: VirtualDevice,
@@ -1671,6 +2937,17 @@ impl x::SchemaType for VirtualTPM {
     const TYPE_NAME: &'static str = "VirtualTPM";
 }
 impl x::Structure for VirtualTPM {}
+impl Clone for VirtualTPM {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device: self.virtual_device.clone(),
+            endorsement_key_certificate_signing_request: x::clone_vec(
+                &self.endorsement_key_certificate_signing_request,
+            ),
+            endorsement_key_certificate: x::clone_vec(&self.endorsement_key_certificate),
+        }
+    }
+}
 impl std::ops::Deref for VirtualTPM {
     type Target = VirtualDevice;
     #[inline]
@@ -1714,7 +2991,7 @@ impl x::Fields for VirtualTPM {
 /// `VirtualTPMOption` (extends `VirtualDeviceOption`).
 ///
 /// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VirtualTPMOption {
     /// The fields `VirtualTPMOption` inherits from `VirtualDeviceOption`.
     pub virtual_device_option: VirtualDeviceOption,
@@ -1725,6 +3002,14 @@ impl x::SchemaType for VirtualTPMOption {
     const TYPE_NAME: &'static str = "VirtualTPMOption";
 }
 impl x::Structure for VirtualTPMOption {}
+impl Clone for VirtualTPMOption {
+    fn clone(&self) -> Self {
+        Self {
+            virtual_device_option: self.virtual_device_option.clone(),
+            supported_firmware: x::clone_vec(&self.supported_firmware),
+        }
+    }
+}
 impl std::ops::Deref for VirtualTPMOption {
     type Target = VirtualDeviceOption;
     #[inline]
@@ -1754,1346 +3039,5 @@ impl x::Fields for VirtualTPMOption {
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.virtual_device_option, w);
         w.write_vec("supportedFirmware", &self.supported_firmware);
-    }
-}
-/// `VirtualUSB` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSB {
-    /// The fields `VirtualUSB` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `connected`.
-    pub connected: bool,
-    /// `vendor`.
-    pub vendor: Option<i32>,
-    /// `product`.
-    pub product: Option<i32>,
-    /// `family`.
-    pub family: Vec<String>,
-    /// `speed`.
-    pub speed: Vec<String>,
-}
-impl x::SchemaType for VirtualUSB {
-    const TYPE_NAME: &'static str = "VirtualUSB";
-}
-impl x::Structure for VirtualUSB {}
-impl std::ops::Deref for VirtualUSB {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualUSB {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualUSB {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "connected" => r.read(&mut self.connected),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "product" => r.read_opt(&mut self.product),
-            "family" => r.read_push(&mut self.family),
-            "speed" => r.read_push(&mut self.speed),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("connected", &self.connected);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("product", &self.product);
-        w.write_vec("family", &self.family);
-        w.write_vec("speed", &self.speed);
-    }
-}
-/// `VirtualUSBController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBController {
-    /// The fields `VirtualUSBController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: Option<bool>,
-    /// `ehciEnabled`.
-    pub ehci_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualUSBController {
-    const TYPE_NAME: &'static str = "VirtualUSBController";
-}
-impl x::Structure for VirtualUSBController {}
-impl std::ops::Deref for VirtualUSBController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualUSBController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualUSBController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
-            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
-        w.write_opt("ehciEnabled", &self.ehci_enabled);
-    }
-}
-/// `VirtualUSBControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBControllerOption {
-    /// The fields `VirtualUSBControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: BoolOption,
-    /// `ehciSupported`.
-    pub ehci_supported: BoolOption,
-    /// `supportedSpeeds`.
-    pub supported_speeds: Vec<String>,
-}
-impl x::SchemaType for VirtualUSBControllerOption {
-    const TYPE_NAME: &'static str = "VirtualUSBControllerOption";
-}
-impl x::Structure for VirtualUSBControllerOption {}
-impl std::ops::Deref for VirtualUSBControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualUSBControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
-            "ehciSupported" => r.read(&mut self.ehci_supported),
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("autoConnectDevices", &self.auto_connect_devices);
-        w.write("ehciSupported", &self.ehci_supported);
-        w.write_vec("supportedSpeeds", &self.supported_speeds);
-    }
-}
-/// `VirtualUSBControllerPciBusSlotInfo` (extends `VirtualDevicePciBusSlotInfo`).
-///
-/// The fields of `VirtualDevicePciBusSlotInfo` are in `virtual_device_pci_bus_slot_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBControllerPciBusSlotInfo {
-    /// The fields `VirtualUSBControllerPciBusSlotInfo` inherits from `VirtualDevicePciBusSlotInfo`.
-    pub virtual_device_pci_bus_slot_info: VirtualDevicePciBusSlotInfo,
-    /// `ehciPciSlotNumber`.
-    pub ehci_pci_slot_number: Option<i32>,
-}
-impl x::SchemaType for VirtualUSBControllerPciBusSlotInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBControllerPciBusSlotInfo";
-}
-impl x::Structure for VirtualUSBControllerPciBusSlotInfo {}
-impl std::ops::Deref for VirtualUSBControllerPciBusSlotInfo {
-    type Target = VirtualDevicePciBusSlotInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDevicePciBusSlotInfo {
-        &self.virtual_device_pci_bus_slot_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBControllerPciBusSlotInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevicePciBusSlotInfo {
-        &mut self.virtual_device_pci_bus_slot_info
-    }
-}
-impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_pci_bus_slot_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_pci_bus_slot_info, w);
-        w.write_opt("ehciPciSlotNumber", &self.ehci_pci_slot_number);
-    }
-}
-/// `VirtualUSBOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBOption {
-    /// The fields `VirtualUSBOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualUSBOption {
-    const TYPE_NAME: &'static str = "VirtualUSBOption";
-}
-impl x::Structure for VirtualUSBOption {}
-impl std::ops::Deref for VirtualUSBOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualUSBOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualUSBRemoteClientBackingInfo` (extends `VirtualDeviceRemoteDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingInfo` are in `virtual_device_remote_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteClientBackingInfo {
-    /// The fields `VirtualUSBRemoteClientBackingInfo` inherits from `VirtualDeviceRemoteDeviceBackingInfo`.
-    pub virtual_device_remote_device_backing_info: VirtualDeviceRemoteDeviceBackingInfo,
-    /// `hostname`.
-    pub hostname: String,
-}
-impl x::SchemaType for VirtualUSBRemoteClientBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingInfo";
-}
-impl x::Structure for VirtualUSBRemoteClientBackingInfo {}
-impl std::ops::Deref for VirtualUSBRemoteClientBackingInfo {
-    type Target = VirtualDeviceRemoteDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingInfo {
-        &self.virtual_device_remote_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteClientBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingInfo {
-        &mut self.virtual_device_remote_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBRemoteClientBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostname" => r.read(&mut self.hostname),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_remote_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_info, w);
-        w.write("hostname", &self.hostname);
-    }
-}
-/// `VirtualUSBRemoteClientBackingOption` (extends `VirtualDeviceRemoteDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceRemoteDeviceBackingOption` are in `virtual_device_remote_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteClientBackingOption {
-    /// The fields `VirtualUSBRemoteClientBackingOption` inherits from `VirtualDeviceRemoteDeviceBackingOption`.
-    pub virtual_device_remote_device_backing_option: VirtualDeviceRemoteDeviceBackingOption,
-}
-impl x::SchemaType for VirtualUSBRemoteClientBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteClientBackingOption";
-}
-impl x::Structure for VirtualUSBRemoteClientBackingOption {}
-impl std::ops::Deref for VirtualUSBRemoteClientBackingOption {
-    type Target = VirtualDeviceRemoteDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceRemoteDeviceBackingOption {
-        &self.virtual_device_remote_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteClientBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceRemoteDeviceBackingOption {
-        &mut self.virtual_device_remote_device_backing_option
-    }
-}
-impl x::Fields for VirtualUSBRemoteClientBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(
-            &mut self.virtual_device_remote_device_backing_option,
-            r,
-            name,
-        )
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_remote_device_backing_option, w);
-    }
-}
-/// `VirtualUSBRemoteHostBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteHostBackingInfo {
-    /// The fields `VirtualUSBRemoteHostBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-    /// `hostname`.
-    pub hostname: String,
-}
-impl x::SchemaType for VirtualUSBRemoteHostBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingInfo";
-}
-impl x::Structure for VirtualUSBRemoteHostBackingInfo {}
-impl std::ops::Deref for VirtualUSBRemoteHostBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteHostBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBRemoteHostBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hostname" => r.read(&mut self.hostname),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_device_device_backing_info,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-        w.write("hostname", &self.hostname);
-    }
-}
-/// `VirtualUSBRemoteHostBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBRemoteHostBackingOption {
-    /// The fields `VirtualUSBRemoteHostBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualUSBRemoteHostBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBRemoteHostBackingOption";
-}
-impl x::Structure for VirtualUSBRemoteHostBackingOption {}
-impl std::ops::Deref for VirtualUSBRemoteHostBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBRemoteHostBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualUSBRemoteHostBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualUSBUSBBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-///
-/// The fields of `VirtualDeviceDeviceBackingInfo` are in `virtual_device_device_backing_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBUSBBackingInfo {
-    /// The fields `VirtualUSBUSBBackingInfo` inherits from `VirtualDeviceDeviceBackingInfo`.
-    pub virtual_device_device_backing_info: VirtualDeviceDeviceBackingInfo,
-}
-impl x::SchemaType for VirtualUSBUSBBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingInfo";
-}
-impl x::Structure for VirtualUSBUSBBackingInfo {}
-impl std::ops::Deref for VirtualUSBUSBBackingInfo {
-    type Target = VirtualDeviceDeviceBackingInfo;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingInfo {
-        &self.virtual_device_device_backing_info
-    }
-}
-impl std::ops::DerefMut for VirtualUSBUSBBackingInfo {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingInfo {
-        &mut self.virtual_device_device_backing_info
-    }
-}
-impl x::Fields for VirtualUSBUSBBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_info, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_info, w);
-    }
-}
-/// `VirtualUSBUSBBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-///
-/// The fields of `VirtualDeviceDeviceBackingOption` are in `virtual_device_device_backing_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBUSBBackingOption {
-    /// The fields `VirtualUSBUSBBackingOption` inherits from `VirtualDeviceDeviceBackingOption`.
-    pub virtual_device_device_backing_option: VirtualDeviceDeviceBackingOption,
-}
-impl x::SchemaType for VirtualUSBUSBBackingOption {
-    const TYPE_NAME: &'static str = "VirtualUSBUSBBackingOption";
-}
-impl x::Structure for VirtualUSBUSBBackingOption {}
-impl std::ops::Deref for VirtualUSBUSBBackingOption {
-    type Target = VirtualDeviceDeviceBackingOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceDeviceBackingOption {
-        &self.virtual_device_device_backing_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBUSBBackingOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceDeviceBackingOption {
-        &mut self.virtual_device_device_backing_option
-    }
-}
-impl x::Fields for VirtualUSBUSBBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_device_backing_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_device_backing_option, w);
-    }
-}
-/// `VirtualUSBXHCIController` (extends `VirtualController`).
-///
-/// The fields of `VirtualController` are in `virtual_controller`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBXHCIController {
-    /// The fields `VirtualUSBXHCIController` inherits from `VirtualController`.
-    pub virtual_controller: VirtualController,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: Option<bool>,
-}
-impl x::SchemaType for VirtualUSBXHCIController {
-    const TYPE_NAME: &'static str = "VirtualUSBXHCIController";
-}
-impl x::Structure for VirtualUSBXHCIController {}
-impl std::ops::Deref for VirtualUSBXHCIController {
-    type Target = VirtualController;
-    #[inline]
-    fn deref(&self) -> &VirtualController {
-        &self.virtual_controller
-    }
-}
-impl std::ops::DerefMut for VirtualUSBXHCIController {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualController {
-        &mut self.virtual_controller
-    }
-}
-impl x::Fields for VirtualUSBXHCIController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
-            _ => return x::Fields::decode_field(&mut self.virtual_controller, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller, w);
-        w.write_opt("autoConnectDevices", &self.auto_connect_devices);
-    }
-}
-/// `VirtualUSBXHCIControllerOption` (extends `VirtualControllerOption`).
-///
-/// The fields of `VirtualControllerOption` are in `virtual_controller_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualUSBXHCIControllerOption {
-    /// The fields `VirtualUSBXHCIControllerOption` inherits from `VirtualControllerOption`.
-    pub virtual_controller_option: VirtualControllerOption,
-    /// `autoConnectDevices`.
-    pub auto_connect_devices: BoolOption,
-    /// `supportedSpeeds`.
-    pub supported_speeds: Vec<String>,
-}
-impl x::SchemaType for VirtualUSBXHCIControllerOption {
-    const TYPE_NAME: &'static str = "VirtualUSBXHCIControllerOption";
-}
-impl x::Structure for VirtualUSBXHCIControllerOption {}
-impl std::ops::Deref for VirtualUSBXHCIControllerOption {
-    type Target = VirtualControllerOption;
-    #[inline]
-    fn deref(&self) -> &VirtualControllerOption {
-        &self.virtual_controller_option
-    }
-}
-impl std::ops::DerefMut for VirtualUSBXHCIControllerOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualControllerOption {
-        &mut self.virtual_controller_option
-    }
-}
-impl x::Fields for VirtualUSBXHCIControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
-            _ => {
-                return x::Fields::decode_field(
-                    &mut self.virtual_controller_option,
-                    r,
-                    name,
-                );
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_controller_option, w);
-        w.write("autoConnectDevices", &self.auto_connect_devices);
-        w.write_vec("supportedSpeeds", &self.supported_speeds);
-    }
-}
-/// `VirtualVMIROMOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVMIROMOption {
-    /// The fields `VirtualVMIROMOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-}
-impl x::SchemaType for VirtualVMIROMOption {
-    const TYPE_NAME: &'static str = "VirtualVMIROMOption";
-}
-impl x::Structure for VirtualVMIROMOption {}
-impl std::ops::Deref for VirtualVMIROMOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualVMIROMOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualVMIROMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_device_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-    }
-}
-/// `VirtualVideoCardOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVideoCardOption {
-    /// The fields `VirtualVideoCardOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<LongOption>,
-    /// `numDisplays`.
-    pub num_displays: Option<IntOption>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<BoolOption>,
-    /// `support3D`.
-    pub support3_d: Option<BoolOption>,
-    /// `use3dRendererSupported`.
-    pub use3d_renderer_supported: Option<BoolOption>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<LongOption>,
-    /// `graphicsMemorySizeSupported`.
-    pub graphics_memory_size_supported: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVideoCardOption {
-    const TYPE_NAME: &'static str = "VirtualVideoCardOption";
-}
-impl x::Structure for VirtualVideoCardOption {}
-impl std::ops::Deref for VirtualVideoCardOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualVideoCardOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualVideoCardOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "support3D" => r.read_opt(&mut self.support3_d),
-            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            "graphicsMemorySizeSupported" => {
-                r.read_opt(&mut self.graphics_memory_size_supported)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("support3D", &self.support3_d);
-        w.write_opt("use3dRendererSupported", &self.use3d_renderer_supported);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-        w.write_opt("graphicsMemorySizeSupported", &self.graphics_memory_size_supported);
-    }
-}
-/// `VirtualVmxnet` (extends `VirtualEthernetCard`).
-///
-/// The fields of `VirtualEthernetCard` are in `virtual_ethernet_card`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet {
-    /// The fields `VirtualVmxnet` inherits from `VirtualEthernetCard`.
-    pub virtual_ethernet_card: VirtualEthernetCard,
-}
-impl x::SchemaType for VirtualVmxnet {
-    const TYPE_NAME: &'static str = "VirtualVmxnet";
-}
-impl x::Structure for VirtualVmxnet {}
-impl std::ops::Deref for VirtualVmxnet {
-    type Target = VirtualEthernetCard;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCard {
-        &self.virtual_ethernet_card
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCard {
-        &mut self.virtual_ethernet_card
-    }
-}
-impl x::Fields for VirtualVmxnet {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card, w);
-    }
-}
-/// `VirtualVmxnet2` (extends `VirtualVmxnet`).
-///
-/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2 {
-    /// The fields `VirtualVmxnet2` inherits from `VirtualVmxnet`.
-    pub virtual_vmxnet: VirtualVmxnet,
-}
-impl x::SchemaType for VirtualVmxnet2 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2";
-}
-impl x::Structure for VirtualVmxnet2 {}
-impl std::ops::Deref for VirtualVmxnet2 {
-    type Target = VirtualVmxnet;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet {
-        &self.virtual_vmxnet
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet2 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
-        &mut self.virtual_vmxnet
-    }
-}
-impl x::Fields for VirtualVmxnet2 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_vmxnet, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet, w);
-    }
-}
-/// `VirtualVmxnet2Option` (extends `VirtualVmxnetOption`).
-///
-/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet2Option {
-    /// The fields `VirtualVmxnet2Option` inherits from `VirtualVmxnetOption`.
-    pub virtual_vmxnet_option: VirtualVmxnetOption,
-}
-impl x::SchemaType for VirtualVmxnet2Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet2Option";
-}
-impl x::Structure for VirtualVmxnet2Option {}
-impl std::ops::Deref for VirtualVmxnet2Option {
-    type Target = VirtualVmxnetOption;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnetOption {
-        &self.virtual_vmxnet_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet2Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
-        &mut self.virtual_vmxnet_option
-    }
-}
-impl x::Fields for VirtualVmxnet2Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
-    }
-}
-/// `VirtualVmxnet3` (extends `VirtualVmxnet`).
-///
-/// The fields of `VirtualVmxnet` are in `virtual_vmxnet`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3 {
-    /// The fields `VirtualVmxnet3` inherits from `VirtualVmxnet`.
-    pub virtual_vmxnet: VirtualVmxnet,
-    /// `uptv2Enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_enabled: Option<bool>,
-    /// `strictLatencyConfig`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub strict_latency_config: Option<VirtualVmxnet3StrictLatencyConfig>,
-}
-impl x::SchemaType for VirtualVmxnet3 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3";
-}
-impl x::Structure for VirtualVmxnet3 {}
-impl std::ops::Deref for VirtualVmxnet3 {
-    type Target = VirtualVmxnet;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet {
-        &self.virtual_vmxnet
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3 {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet {
-        &mut self.virtual_vmxnet
-    }
-}
-impl x::Fields for VirtualVmxnet3 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
-            "strictLatencyConfig" => r.read_opt(&mut self.strict_latency_config),
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet, w);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualVmxnet3.uptv2Enabled",
-                self.uptv2_enabled.is_some(),
-            )
-        {
-            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VirtualVmxnet3.strictLatencyConfig",
-                self.strict_latency_config.is_some(),
-            )
-        {
-            w.write_opt("strictLatencyConfig", &self.strict_latency_config);
-        }
-    }
-}
-/// `VirtualVmxnet3Option` (extends `VirtualVmxnetOption`).
-///
-/// The fields of `VirtualVmxnetOption` are in `virtual_vmxnet_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Option {
-    /// The fields `VirtualVmxnet3Option` inherits from `VirtualVmxnetOption`.
-    pub virtual_vmxnet_option: VirtualVmxnetOption,
-    /// `uptv2Enabled`.
-    ///
-    /// Since vSphere API 8.0.0.1.
-    pub uptv2_enabled: Option<BoolOption>,
-    /// `strictLatencyConfigOption`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub strict_latency_config_option: Option<
-        VirtualVmxnet3OptionStrictLatencyConfigOption,
-    >,
-}
-impl x::SchemaType for VirtualVmxnet3Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Option";
-}
-impl x::Structure for VirtualVmxnet3Option {}
-impl std::ops::Deref for VirtualVmxnet3Option {
-    type Target = VirtualVmxnetOption;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnetOption {
-        &self.virtual_vmxnet_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3Option {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnetOption {
-        &mut self.virtual_vmxnet_option
-    }
-}
-impl x::Fields for VirtualVmxnet3Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "uptv2Enabled" => r.read_opt(&mut self.uptv2_enabled),
-            "strictLatencyConfigOption" => {
-                r.read_opt(&mut self.strict_latency_config_option)
-            }
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet_option, w);
-        if w
-            .since(
-                0x0800_0001,
-                "VirtualVmxnet3Option.uptv2Enabled",
-                self.uptv2_enabled.is_some(),
-            )
-        {
-            w.write_opt("uptv2Enabled", &self.uptv2_enabled);
-        }
-        if w
-            .since(
-                0x0800_0301,
-                "VirtualVmxnet3Option.strictLatencyConfigOption",
-                self.strict_latency_config_option.is_some(),
-            )
-        {
-            w.write_opt("strictLatencyConfigOption", &self.strict_latency_config_option);
-        }
-    }
-}
-/// `VirtualVmxnet3OptionStrictLatencyConfigOption` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3OptionStrictLatencyConfigOption {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: BoolOption,
-    /// `measureLatency`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub measure_latency: BoolOption,
-    /// `maxTxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_tx_queues: IntOption,
-    /// `maxRxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_rx_queues: IntOption,
-    /// `txDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub tx_data_ring_desc_size: IntOption,
-    /// `rxDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub rx_data_ring_desc_size: IntOption,
-    /// `disableOffload`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub disable_offload: ChoiceOption,
-}
-impl x::SchemaType for VirtualVmxnet3OptionStrictLatencyConfigOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3OptionStrictLatencyConfigOption";
-}
-impl x::Structure for VirtualVmxnet3OptionStrictLatencyConfigOption {}
-impl x::Fields for VirtualVmxnet3OptionStrictLatencyConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read(&mut self.allowed),
-            "measureLatency" => r.read(&mut self.measure_latency),
-            "maxTxQueues" => r.read(&mut self.max_tx_queues),
-            "maxRxQueues" => r.read(&mut self.max_rx_queues),
-            "txDataRingDescSize" => r.read(&mut self.tx_data_ring_desc_size),
-            "rxDataRingDescSize" => r.read(&mut self.rx_data_ring_desc_size),
-            "disableOffload" => r.read(&mut self.disable_offload),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VirtualVmxnet3OptionStrictLatencyConfigOption", true);
-        w.write("allowed", &self.allowed);
-        w.write("measureLatency", &self.measure_latency);
-        w.write("maxTxQueues", &self.max_tx_queues);
-        w.write("maxRxQueues", &self.max_rx_queues);
-        w.write("txDataRingDescSize", &self.tx_data_ring_desc_size);
-        w.write("rxDataRingDescSize", &self.rx_data_ring_desc_size);
-        w.write("disableOffload", &self.disable_offload);
-    }
-}
-/// `VirtualVmxnet3StrictLatencyConfig` (extends `DynamicData`).
-///
-/// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3StrictLatencyConfig {
-    /// `allowed`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub allowed: Option<bool>,
-    /// `measureLatency`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub measure_latency: Option<bool>,
-    /// `maxTxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_tx_queues: Option<i32>,
-    /// `maxRxQueues`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub max_rx_queues: Option<i32>,
-    /// `txDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub tx_data_ring_desc_size: Option<i32>,
-    /// `rxDataRingDescSize`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub rx_data_ring_desc_size: Option<i32>,
-    /// `disableOffload`.
-    ///
-    /// Since vSphere API 8.0.3.1.
-    pub disable_offload: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3StrictLatencyConfig {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3StrictLatencyConfig";
-}
-impl x::Structure for VirtualVmxnet3StrictLatencyConfig {}
-impl x::Fields for VirtualVmxnet3StrictLatencyConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "allowed" => r.read_opt(&mut self.allowed),
-            "measureLatency" => r.read_opt(&mut self.measure_latency),
-            "maxTxQueues" => r.read_opt(&mut self.max_tx_queues),
-            "maxRxQueues" => r.read_opt(&mut self.max_rx_queues),
-            "txDataRingDescSize" => r.read_opt(&mut self.tx_data_ring_desc_size),
-            "rxDataRingDescSize" => r.read_opt(&mut self.rx_data_ring_desc_size),
-            "disableOffload" => r.read_opt(&mut self.disable_offload),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.since(0x0800_0301, "type VirtualVmxnet3StrictLatencyConfig", true);
-        w.write_opt("allowed", &self.allowed);
-        w.write_opt("measureLatency", &self.measure_latency);
-        w.write_opt("maxTxQueues", &self.max_tx_queues);
-        w.write_opt("maxRxQueues", &self.max_rx_queues);
-        w.write_opt("txDataRingDescSize", &self.tx_data_ring_desc_size);
-        w.write_opt("rxDataRingDescSize", &self.rx_data_ring_desc_size);
-        w.write_opt("disableOffload", &self.disable_offload);
-    }
-}
-/// `VirtualVmxnet3Vrdma` (extends `VirtualVmxnet3`).
-///
-/// The fields of `VirtualVmxnet3` are in `virtual_vmxnet3`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Vrdma {
-    /// The fields `VirtualVmxnet3Vrdma` inherits from `VirtualVmxnet3`.
-    pub virtual_vmxnet3: VirtualVmxnet3,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3Vrdma {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Vrdma";
-}
-impl x::Structure for VirtualVmxnet3Vrdma {}
-impl std::ops::Deref for VirtualVmxnet3Vrdma {
-    type Target = VirtualVmxnet3;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet3 {
-        &self.virtual_vmxnet3
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3Vrdma {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet3 {
-        &mut self.virtual_vmxnet3
-    }
-}
-impl x::Fields for VirtualVmxnet3Vrdma {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => return x::Fields::decode_field(&mut self.virtual_vmxnet3, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet3, w);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnet3VrdmaOption` (extends `VirtualVmxnet3Option`).
-///
-/// The fields of `VirtualVmxnet3Option` are in `virtual_vmxnet3_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3VrdmaOption {
-    /// The fields `VirtualVmxnet3VrdmaOption` inherits from `VirtualVmxnet3Option`.
-    pub virtual_vmxnet3_option: VirtualVmxnet3Option,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualVmxnet3VrdmaOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3VrdmaOption";
-}
-impl x::Structure for VirtualVmxnet3VrdmaOption {}
-impl std::ops::Deref for VirtualVmxnet3VrdmaOption {
-    type Target = VirtualVmxnet3Option;
-    #[inline]
-    fn deref(&self) -> &VirtualVmxnet3Option {
-        &self.virtual_vmxnet3_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnet3VrdmaOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualVmxnet3Option {
-        &mut self.virtual_vmxnet3_option
-    }
-}
-impl x::Fields for VirtualVmxnet3VrdmaOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => {
-                return x::Fields::decode_field(&mut self.virtual_vmxnet3_option, r, name);
-            }
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_vmxnet3_option, w);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnetOption` (extends `VirtualEthernetCardOption`).
-///
-/// The fields of `VirtualEthernetCardOption` are in `virtual_ethernet_card_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnetOption {
-    /// The fields `VirtualVmxnetOption` inherits from `VirtualEthernetCardOption`.
-    pub virtual_ethernet_card_option: VirtualEthernetCardOption,
-}
-impl x::SchemaType for VirtualVmxnetOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnetOption";
-}
-impl x::Structure for VirtualVmxnetOption {}
-impl std::ops::Deref for VirtualVmxnetOption {
-    type Target = VirtualEthernetCardOption;
-    #[inline]
-    fn deref(&self) -> &VirtualEthernetCardOption {
-        &self.virtual_ethernet_card_option
-    }
-}
-impl std::ops::DerefMut for VirtualVmxnetOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualEthernetCardOption {
-        &mut self.virtual_ethernet_card_option
-    }
-}
-impl x::Fields for VirtualVmxnetOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        x::Fields::decode_field(&mut self.virtual_ethernet_card_option, r, name)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_ethernet_card_option, w);
-    }
-}
-/// `VirtualWDT` (extends `VirtualDevice`).
-///
-/// The fields of `VirtualDevice` are in `virtual_device`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDT {
-    /// The fields `VirtualWDT` inherits from `VirtualDevice`.
-    pub virtual_device: VirtualDevice,
-    /// `runOnBoot`.
-    pub run_on_boot: bool,
-    /// `running`.
-    pub running: bool,
-}
-impl x::SchemaType for VirtualWDT {
-    const TYPE_NAME: &'static str = "VirtualWDT";
-}
-impl x::Structure for VirtualWDT {}
-impl std::ops::Deref for VirtualWDT {
-    type Target = VirtualDevice;
-    #[inline]
-    fn deref(&self) -> &VirtualDevice {
-        &self.virtual_device
-    }
-}
-impl std::ops::DerefMut for VirtualWDT {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDevice {
-        &mut self.virtual_device
-    }
-}
-impl x::Fields for VirtualWDT {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            "running" => r.read(&mut self.running),
-            _ => return x::Fields::decode_field(&mut self.virtual_device, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device, w);
-        w.write("runOnBoot", &self.run_on_boot);
-        w.write("running", &self.running);
-    }
-}
-/// `VirtualWDTOption` (extends `VirtualDeviceOption`).
-///
-/// The fields of `VirtualDeviceOption` are in `virtual_device_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDTOption {
-    /// The fields `VirtualWDTOption` inherits from `VirtualDeviceOption`.
-    pub virtual_device_option: VirtualDeviceOption,
-    /// `runOnBoot`.
-    pub run_on_boot: BoolOption,
-}
-impl x::SchemaType for VirtualWDTOption {
-    const TYPE_NAME: &'static str = "VirtualWDTOption";
-}
-impl x::Structure for VirtualWDTOption {}
-impl std::ops::Deref for VirtualWDTOption {
-    type Target = VirtualDeviceOption;
-    #[inline]
-    fn deref(&self) -> &VirtualDeviceOption {
-        &self.virtual_device_option
-    }
-}
-impl std::ops::DerefMut for VirtualWDTOption {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VirtualDeviceOption {
-        &mut self.virtual_device_option
-    }
-}
-impl x::Fields for VirtualWDTOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            _ => return x::Fields::decode_field(&mut self.virtual_device_option, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.virtual_device_option, w);
-        w.write("runOnBoot", &self.run_on_boot);
     }
 }

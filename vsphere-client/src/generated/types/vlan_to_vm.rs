@@ -129,7 +129,7 @@ impl x::Fields for VmAcquiredTicketEvent {
 /// `VmAlreadyExistsInDatacenter` (extends `InvalidFolder`).
 ///
 /// The fields of `InvalidFolder` are in `invalid_folder`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmAlreadyExistsInDatacenter {
     /// The fields `VmAlreadyExistsInDatacenter` inherits from `InvalidFolder`.
     pub invalid_folder: InvalidFolder,
@@ -144,6 +144,16 @@ impl x::SchemaType for VmAlreadyExistsInDatacenter {
     const TYPE_NAME: &'static str = "VmAlreadyExistsInDatacenter";
 }
 impl x::Structure for VmAlreadyExistsInDatacenter {}
+impl Clone for VmAlreadyExistsInDatacenter {
+    fn clone(&self) -> Self {
+        Self {
+            invalid_folder: self.invalid_folder.clone(),
+            host: self.host.clone(),
+            hostname: self.hostname.clone(),
+            vm: x::clone_vec(&self.vm),
+        }
+    }
+}
 impl std::ops::Deref for VmAlreadyExistsInDatacenter {
     type Target = InvalidFolder;
     #[inline]
@@ -867,7 +877,7 @@ impl x::Fields for VmConfigFileQuery {
     }
 }
 /// `VmConfigFileQueryFilter` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmConfigFileQueryFilter {
     /// `matchConfigVersion`.
     pub match_config_version: Vec<i32>,
@@ -878,6 +888,14 @@ impl x::SchemaType for VmConfigFileQueryFilter {
     const TYPE_NAME: &'static str = "VmConfigFileQueryFilter";
 }
 impl x::Structure for VmConfigFileQueryFilter {}
+impl Clone for VmConfigFileQueryFilter {
+    fn clone(&self) -> Self {
+        Self {
+            match_config_version: x::clone_vec(&self.match_config_version),
+            encrypted: self.encrypted,
+        }
+    }
+}
 impl x::Fields for VmConfigFileQueryFilter {
     fn decode_field(
         &mut self,
@@ -1021,7 +1039,7 @@ impl x::Fields for VmConfigIncompatibleForRecordReplay {
 /// `VmConfigInfo` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVmConfigInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmConfigInfo {
     /// `product`.
     pub product: Vec<VAppProductInfo>,
@@ -1044,6 +1062,20 @@ impl x::SchemaType for VmConfigInfo {
     const TYPE_NAME: &'static str = "VmConfigInfo";
 }
 impl x::Structure for VmConfigInfo {}
+impl Clone for VmConfigInfo {
+    fn clone(&self) -> Self {
+        Self {
+            product: x::clone_vec(&self.product),
+            property: x::clone_vec(&self.property),
+            ip_assignment: self.ip_assignment.clone(),
+            eula: x::clone_vec(&self.eula),
+            ovf_section: x::clone_vec(&self.ovf_section),
+            ovf_environment_transport: x::clone_vec(&self.ovf_environment_transport),
+            install_boot_required: self.install_boot_required,
+            install_boot_stop_delay: self.install_boot_stop_delay,
+        }
+    }
+}
 impl x::Fields for VmConfigInfo {
     fn decode_field(
         &mut self,
@@ -1116,7 +1148,7 @@ impl x::Fields for VmConfigMissingEvent {
 /// `VmConfigSpec` (extends `DynamicData`).
 ///
 /// Fields of this type hold [`AnyVmConfigSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmConfigSpec {
     /// `product`.
     pub product: Vec<VAppProductSpec>,
@@ -1139,6 +1171,20 @@ impl x::SchemaType for VmConfigSpec {
     const TYPE_NAME: &'static str = "VmConfigSpec";
 }
 impl x::Structure for VmConfigSpec {}
+impl Clone for VmConfigSpec {
+    fn clone(&self) -> Self {
+        Self {
+            product: x::clone_vec(&self.product),
+            property: x::clone_vec(&self.property),
+            ip_assignment: self.ip_assignment.clone(),
+            eula: x::clone_vec(&self.eula),
+            ovf_section: x::clone_vec(&self.ovf_section),
+            ovf_environment_transport: x::clone_vec(&self.ovf_environment_transport),
+            install_boot_required: self.install_boot_required,
+            install_boot_stop_delay: self.install_boot_stop_delay,
+        }
+    }
+}
 impl x::Fields for VmConfigSpec {
     fn decode_field(
         &mut self,
@@ -1743,7 +1789,7 @@ impl x::Fields for VmDiskFileEncryptionInfo {
 /// `VmDiskFileInfo` (extends `FileInfo`).
 ///
 /// The fields of `FileInfo` are in `file_info`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmDiskFileInfo {
     /// The fields `VmDiskFileInfo` inherits from `FileInfo`.
     pub file_info: FileInfo,
@@ -1770,6 +1816,21 @@ impl x::SchemaType for VmDiskFileInfo {
     const TYPE_NAME: &'static str = "VmDiskFileInfo";
 }
 impl x::Structure for VmDiskFileInfo {}
+impl Clone for VmDiskFileInfo {
+    fn clone(&self) -> Self {
+        Self {
+            file_info: self.file_info.clone(),
+            disk_type: self.disk_type.clone(),
+            capacity_kb: self.capacity_kb,
+            hardware_version: self.hardware_version,
+            controller_type: self.controller_type.clone(),
+            disk_extents: x::clone_vec(&self.disk_extents),
+            thin: self.thin,
+            encryption: self.encryption.clone(),
+            sector_format: self.sector_format.clone(),
+        }
+    }
+}
 impl std::ops::Deref for VmDiskFileInfo {
     type Target = FileInfo;
     #[inline]
@@ -1855,7 +1916,7 @@ impl x::Fields for VmDiskFileQuery {
     }
 }
 /// `VmDiskFileQueryFilter` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmDiskFileQueryFilter {
     /// `diskType`.
     pub disk_type: Vec<String>,
@@ -1872,6 +1933,17 @@ impl x::SchemaType for VmDiskFileQueryFilter {
     const TYPE_NAME: &'static str = "VmDiskFileQueryFilter";
 }
 impl x::Structure for VmDiskFileQueryFilter {}
+impl Clone for VmDiskFileQueryFilter {
+    fn clone(&self) -> Self {
+        Self {
+            disk_type: x::clone_vec(&self.disk_type),
+            match_hardware_version: x::clone_vec(&self.match_hardware_version),
+            controller_type: x::clone_vec(&self.controller_type),
+            thin: self.thin,
+            encrypted: self.encrypted,
+        }
+    }
+}
 impl x::Fields for VmDiskFileQueryFilter {
     fn decode_field(
         &mut self,
@@ -2967,7 +3039,7 @@ impl x::Fields for VmFaultToleranceIssue {
 /// `VmFaultToleranceOpIssuesList` (extends `VmFaultToleranceIssue`).
 ///
 /// The fields of `VmFaultToleranceIssue` are in `vm_fault_tolerance_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmFaultToleranceOpIssuesList {
     /// The fields `VmFaultToleranceOpIssuesList` inherits from `VmFaultToleranceIssue`.
     pub vm_fault_tolerance_issue: VmFaultToleranceIssue,
@@ -2980,6 +3052,15 @@ impl x::SchemaType for VmFaultToleranceOpIssuesList {
     const TYPE_NAME: &'static str = "VmFaultToleranceOpIssuesList";
 }
 impl x::Structure for VmFaultToleranceOpIssuesList {}
+impl Clone for VmFaultToleranceOpIssuesList {
+    fn clone(&self) -> Self {
+        Self {
+            vm_fault_tolerance_issue: self.vm_fault_tolerance_issue.clone(),
+            errors: x::clone_vec(&self.errors),
+            warnings: x::clone_vec(&self.warnings),
+        }
+    }
+}
 impl std::ops::Deref for VmFaultToleranceOpIssuesList {
     type Target = VmFaultToleranceIssue;
     #[inline]
@@ -3411,103 +3492,5 @@ impl x::Fields for VmGuestStandbyEvent {
     #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         x::Fields::encode_fields(&self.vm_event, w);
-    }
-}
-/// `VmHealthMonitoringStateChangedEvent` (extends `ClusterEvent`).
-///
-/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmHealthMonitoringStateChangedEvent {
-    /// The fields `VmHealthMonitoringStateChangedEvent` inherits from `ClusterEvent`.
-    pub cluster_event: ClusterEvent,
-    /// `state`.
-    pub state: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-impl x::SchemaType for VmHealthMonitoringStateChangedEvent {
-    const TYPE_NAME: &'static str = "VmHealthMonitoringStateChangedEvent";
-}
-impl x::Structure for VmHealthMonitoringStateChangedEvent {}
-impl std::ops::Deref for VmHealthMonitoringStateChangedEvent {
-    type Target = ClusterEvent;
-    #[inline]
-    fn deref(&self) -> &ClusterEvent {
-        &self.cluster_event
-    }
-}
-impl std::ops::DerefMut for VmHealthMonitoringStateChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut ClusterEvent {
-        &mut self.cluster_event
-    }
-}
-impl x::Fields for VmHealthMonitoringStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "state" => r.read(&mut self.state),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.cluster_event, w);
-        w.write("state", &self.state);
-        w.write_opt("prevState", &self.prev_state);
-    }
-}
-/// `VmHostAffinityRuleViolation` (extends `VmConfigFault`).
-///
-/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmHostAffinityRuleViolation {
-    /// The fields `VmHostAffinityRuleViolation` inherits from `VmConfigFault`.
-    pub vm_config_fault: VmConfigFault,
-    /// `vmName`.
-    pub vm_name: String,
-    /// `hostName`.
-    pub host_name: String,
-}
-impl x::SchemaType for VmHostAffinityRuleViolation {
-    const TYPE_NAME: &'static str = "VmHostAffinityRuleViolation";
-}
-impl x::Structure for VmHostAffinityRuleViolation {}
-impl std::ops::Deref for VmHostAffinityRuleViolation {
-    type Target = VmConfigFault;
-    #[inline]
-    fn deref(&self) -> &VmConfigFault {
-        &self.vm_config_fault
-    }
-}
-impl std::ops::DerefMut for VmHostAffinityRuleViolation {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmConfigFault {
-        &mut self.vm_config_fault
-    }
-}
-impl x::Fields for VmHostAffinityRuleViolation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmName" => r.read(&mut self.vm_name),
-            "hostName" => r.read(&mut self.host_name),
-            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_config_fault, w);
-        w.write("vmName", &self.vm_name);
-        w.write("hostName", &self.host_name);
     }
 }

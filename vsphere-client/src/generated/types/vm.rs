@@ -5,6 +5,104 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VmHealthMonitoringStateChangedEvent` (extends `ClusterEvent`).
+///
+/// The fields of `ClusterEvent` are in `cluster_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmHealthMonitoringStateChangedEvent {
+    /// The fields `VmHealthMonitoringStateChangedEvent` inherits from `ClusterEvent`.
+    pub cluster_event: ClusterEvent,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for VmHealthMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "VmHealthMonitoringStateChangedEvent";
+}
+impl x::Structure for VmHealthMonitoringStateChangedEvent {}
+impl std::ops::Deref for VmHealthMonitoringStateChangedEvent {
+    type Target = ClusterEvent;
+    #[inline]
+    fn deref(&self) -> &ClusterEvent {
+        &self.cluster_event
+    }
+}
+impl std::ops::DerefMut for VmHealthMonitoringStateChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut ClusterEvent {
+        &mut self.cluster_event
+    }
+}
+impl x::Fields for VmHealthMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return x::Fields::decode_field(&mut self.cluster_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.cluster_event, w);
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `VmHostAffinityRuleViolation` (extends `VmConfigFault`).
+///
+/// The fields of `VmConfigFault` are in `vm_config_fault`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmHostAffinityRuleViolation {
+    /// The fields `VmHostAffinityRuleViolation` inherits from `VmConfigFault`.
+    pub vm_config_fault: VmConfigFault,
+    /// `vmName`.
+    pub vm_name: String,
+    /// `hostName`.
+    pub host_name: String,
+}
+impl x::SchemaType for VmHostAffinityRuleViolation {
+    const TYPE_NAME: &'static str = "VmHostAffinityRuleViolation";
+}
+impl x::Structure for VmHostAffinityRuleViolation {}
+impl std::ops::Deref for VmHostAffinityRuleViolation {
+    type Target = VmConfigFault;
+    #[inline]
+    fn deref(&self) -> &VmConfigFault {
+        &self.vm_config_fault
+    }
+}
+impl std::ops::DerefMut for VmHostAffinityRuleViolation {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmConfigFault {
+        &mut self.vm_config_fault
+    }
+}
+impl x::Fields for VmHostAffinityRuleViolation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmName" => r.read(&mut self.vm_name),
+            "hostName" => r.read(&mut self.host_name),
+            _ => return x::Fields::decode_field(&mut self.vm_config_fault, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_config_fault, w);
+        w.write("vmName", &self.vm_name);
+        w.write("hostName", &self.host_name);
+    }
+}
 /// `VmInstanceUuidAssignedEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
@@ -478,7 +576,7 @@ impl x::Fields for VmMaxRestartCountReached {
 /// `VmMessageErrorEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmMessageErrorEvent {
     /// The fields `VmMessageErrorEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -491,6 +589,15 @@ impl x::SchemaType for VmMessageErrorEvent {
     const TYPE_NAME: &'static str = "VmMessageErrorEvent";
 }
 impl x::Structure for VmMessageErrorEvent {}
+impl Clone for VmMessageErrorEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            message: self.message.clone(),
+            message_info: x::clone_vec(&self.message_info),
+        }
+    }
+}
 impl std::ops::Deref for VmMessageErrorEvent {
     type Target = VmEvent;
     #[inline]
@@ -527,7 +634,7 @@ impl x::Fields for VmMessageErrorEvent {
 /// `VmMessageEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmMessageEvent {
     /// The fields `VmMessageEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -540,6 +647,15 @@ impl x::SchemaType for VmMessageEvent {
     const TYPE_NAME: &'static str = "VmMessageEvent";
 }
 impl x::Structure for VmMessageEvent {}
+impl Clone for VmMessageEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            message: self.message.clone(),
+            message_info: x::clone_vec(&self.message_info),
+        }
+    }
+}
 impl std::ops::Deref for VmMessageEvent {
     type Target = VmEvent;
     #[inline]
@@ -576,7 +692,7 @@ impl x::Fields for VmMessageEvent {
 /// `VmMessageWarningEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmMessageWarningEvent {
     /// The fields `VmMessageWarningEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -589,6 +705,15 @@ impl x::SchemaType for VmMessageWarningEvent {
     const TYPE_NAME: &'static str = "VmMessageWarningEvent";
 }
 impl x::Structure for VmMessageWarningEvent {}
+impl Clone for VmMessageWarningEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            message: self.message.clone(),
+            message_info: x::clone_vec(&self.message_info),
+        }
+    }
+}
 impl std::ops::Deref for VmMessageWarningEvent {
     type Target = VmEvent;
     #[inline]
@@ -951,7 +1076,7 @@ impl x::Fields for VmPlacementPolicy {
     }
 }
 /// `VmPodConfigForPlacement` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmPodConfigForPlacement {
     /// `storagePod`.
     pub storage_pod: x::ManagedObjectReference,
@@ -966,6 +1091,16 @@ impl x::SchemaType for VmPodConfigForPlacement {
     const TYPE_NAME: &'static str = "VmPodConfigForPlacement";
 }
 impl x::Structure for VmPodConfigForPlacement {}
+impl Clone for VmPodConfigForPlacement {
+    fn clone(&self) -> Self {
+        Self {
+            storage_pod: self.storage_pod.clone(),
+            disk: x::clone_vec(&self.disk),
+            vm_config: self.vm_config.clone(),
+            inter_vm_rule: x::clone_vec(&self.inter_vm_rule),
+        }
+    }
+}
 impl x::Fields for VmPodConfigForPlacement {
     fn decode_field(
         &mut self,
@@ -1197,7 +1332,7 @@ impl x::Fields for VmPoweredOnEvent {
 /// `VmPoweringOnWithCustomizedDVPortEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmPoweringOnWithCustomizedDVPortEvent {
     /// The fields `VmPoweringOnWithCustomizedDVPortEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -1208,6 +1343,14 @@ impl x::SchemaType for VmPoweringOnWithCustomizedDVPortEvent {
     const TYPE_NAME: &'static str = "VmPoweringOnWithCustomizedDVPortEvent";
 }
 impl x::Structure for VmPoweringOnWithCustomizedDVPortEvent {}
+impl Clone for VmPoweringOnWithCustomizedDVPortEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            vnic: x::clone_vec(&self.vnic),
+        }
+    }
+}
 impl std::ops::Deref for VmPoweringOnWithCustomizedDVPortEvent {
     type Target = VmEvent;
     #[inline]
@@ -2824,7 +2967,7 @@ impl x::Fields for VmTimedoutStartingSecondaryEvent {
 /// `VmToVmGroupsAntiAffinity` (extends `VmPlacementPolicy`).
 ///
 /// Since vSphere API 9.1.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmToVmGroupsAntiAffinity {
     /// `selfTag`.
     ///
@@ -2847,6 +2990,16 @@ impl x::SchemaType for VmToVmGroupsAntiAffinity {
     const TYPE_NAME: &'static str = "VmToVmGroupsAntiAffinity";
 }
 impl x::Structure for VmToVmGroupsAntiAffinity {}
+impl Clone for VmToVmGroupsAntiAffinity {
+    fn clone(&self) -> Self {
+        Self {
+            self_tag: self.self_tag.clone(),
+            anti_affined_vm_group_tags: x::clone_vec(&self.anti_affined_vm_group_tags),
+            policy_strictness: self.policy_strictness.clone(),
+            policy_topology: self.policy_topology.clone(),
+        }
+    }
+}
 impl x::Fields for VmToVmGroupsAntiAffinity {
     fn decode_field(
         &mut self,
@@ -3413,160 +3566,5 @@ impl x::Fields for VmVnicPoolReservationViolationClearEvent {
         x::Fields::encode_fields(&self.dvs_event, w);
         w.write("vmVnicResourcePoolKey", &self.vm_vnic_resource_pool_key);
         w.write_opt("vmVnicResourcePoolName", &self.vm_vnic_resource_pool_name);
-    }
-}
-/// `VmVnicPoolReservationViolationRaiseEvent` (extends `DvsEvent`).
-///
-/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmVnicPoolReservationViolationRaiseEvent {
-    /// The fields `VmVnicPoolReservationViolationRaiseEvent` inherits from `DvsEvent`.
-    pub dvs_event: DvsEvent,
-    /// `vmVnicResourcePoolKey`.
-    pub vm_vnic_resource_pool_key: String,
-    /// `vmVnicResourcePoolName`.
-    pub vm_vnic_resource_pool_name: Option<String>,
-}
-impl x::SchemaType for VmVnicPoolReservationViolationRaiseEvent {
-    const TYPE_NAME: &'static str = "VmVnicPoolReservationViolationRaiseEvent";
-}
-impl x::Structure for VmVnicPoolReservationViolationRaiseEvent {}
-impl std::ops::Deref for VmVnicPoolReservationViolationRaiseEvent {
-    type Target = DvsEvent;
-    #[inline]
-    fn deref(&self) -> &DvsEvent {
-        &self.dvs_event
-    }
-}
-impl std::ops::DerefMut for VmVnicPoolReservationViolationRaiseEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut DvsEvent {
-        &mut self.dvs_event
-    }
-}
-impl x::Fields for VmVnicPoolReservationViolationRaiseEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vmVnicResourcePoolKey" => r.read(&mut self.vm_vnic_resource_pool_key),
-            "vmVnicResourcePoolName" => r.read_opt(&mut self.vm_vnic_resource_pool_name),
-            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.dvs_event, w);
-        w.write("vmVnicResourcePoolKey", &self.vm_vnic_resource_pool_key);
-        w.write_opt("vmVnicResourcePoolName", &self.vm_vnic_resource_pool_name);
-    }
-}
-/// `VmWwnAssignedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmWwnAssignedEvent {
-    /// The fields `VmWwnAssignedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `nodeWwns`.
-    pub node_wwns: Vec<i64>,
-    /// `portWwns`.
-    pub port_wwns: Vec<i64>,
-}
-impl x::SchemaType for VmWwnAssignedEvent {
-    const TYPE_NAME: &'static str = "VmWwnAssignedEvent";
-}
-impl x::Structure for VmWwnAssignedEvent {}
-impl std::ops::Deref for VmWwnAssignedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmWwnAssignedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmWwnAssignedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "nodeWwns" => r.read_push(&mut self.node_wwns),
-            "portWwns" => r.read_push(&mut self.port_wwns),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write_vec("nodeWwns", &self.node_wwns);
-        w.write_vec("portWwns", &self.port_wwns);
-    }
-}
-/// `VmWwnChangedEvent` (extends `VmEvent`).
-///
-/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmWwnChangedEvent {
-    /// The fields `VmWwnChangedEvent` inherits from `VmEvent`.
-    pub vm_event: VmEvent,
-    /// `oldNodeWwns`.
-    pub old_node_wwns: Vec<i64>,
-    /// `oldPortWwns`.
-    pub old_port_wwns: Vec<i64>,
-    /// `newNodeWwns`.
-    pub new_node_wwns: Vec<i64>,
-    /// `newPortWwns`.
-    pub new_port_wwns: Vec<i64>,
-}
-impl x::SchemaType for VmWwnChangedEvent {
-    const TYPE_NAME: &'static str = "VmWwnChangedEvent";
-}
-impl x::Structure for VmWwnChangedEvent {}
-impl std::ops::Deref for VmWwnChangedEvent {
-    type Target = VmEvent;
-    #[inline]
-    fn deref(&self) -> &VmEvent {
-        &self.vm_event
-    }
-}
-impl std::ops::DerefMut for VmWwnChangedEvent {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut VmEvent {
-        &mut self.vm_event
-    }
-}
-impl x::Fields for VmWwnChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
-            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
-            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
-            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
-            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
-        };
-        x::field_decoded(result)
-    }
-    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        x::Fields::encode_fields(&self.vm_event, w);
-        w.write_vec("oldNodeWwns", &self.old_node_wwns);
-        w.write_vec("oldPortWwns", &self.old_port_wwns);
-        w.write_vec("newNodeWwns", &self.new_node_wwns);
-        w.write_vec("newPortWwns", &self.new_port_wwns);
     }
 }

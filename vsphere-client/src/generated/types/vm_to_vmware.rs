@@ -5,6 +5,181 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VmVnicPoolReservationViolationRaiseEvent` (extends `DvsEvent`).
+///
+/// The fields of `DvsEvent` are in `dvs_event`, also reachable through `Deref`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VmVnicPoolReservationViolationRaiseEvent {
+    /// The fields `VmVnicPoolReservationViolationRaiseEvent` inherits from `DvsEvent`.
+    pub dvs_event: DvsEvent,
+    /// `vmVnicResourcePoolKey`.
+    pub vm_vnic_resource_pool_key: String,
+    /// `vmVnicResourcePoolName`.
+    pub vm_vnic_resource_pool_name: Option<String>,
+}
+impl x::SchemaType for VmVnicPoolReservationViolationRaiseEvent {
+    const TYPE_NAME: &'static str = "VmVnicPoolReservationViolationRaiseEvent";
+}
+impl x::Structure for VmVnicPoolReservationViolationRaiseEvent {}
+impl std::ops::Deref for VmVnicPoolReservationViolationRaiseEvent {
+    type Target = DvsEvent;
+    #[inline]
+    fn deref(&self) -> &DvsEvent {
+        &self.dvs_event
+    }
+}
+impl std::ops::DerefMut for VmVnicPoolReservationViolationRaiseEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut DvsEvent {
+        &mut self.dvs_event
+    }
+}
+impl x::Fields for VmVnicPoolReservationViolationRaiseEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmVnicResourcePoolKey" => r.read(&mut self.vm_vnic_resource_pool_key),
+            "vmVnicResourcePoolName" => r.read_opt(&mut self.vm_vnic_resource_pool_name),
+            _ => return x::Fields::decode_field(&mut self.dvs_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.dvs_event, w);
+        w.write("vmVnicResourcePoolKey", &self.vm_vnic_resource_pool_key);
+        w.write_opt("vmVnicResourcePoolName", &self.vm_vnic_resource_pool_name);
+    }
+}
+/// `VmWwnAssignedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VmWwnAssignedEvent {
+    /// The fields `VmWwnAssignedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `nodeWwns`.
+    pub node_wwns: Vec<i64>,
+    /// `portWwns`.
+    pub port_wwns: Vec<i64>,
+}
+impl x::SchemaType for VmWwnAssignedEvent {
+    const TYPE_NAME: &'static str = "VmWwnAssignedEvent";
+}
+impl x::Structure for VmWwnAssignedEvent {}
+impl Clone for VmWwnAssignedEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            node_wwns: x::clone_vec(&self.node_wwns),
+            port_wwns: x::clone_vec(&self.port_wwns),
+        }
+    }
+}
+impl std::ops::Deref for VmWwnAssignedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmWwnAssignedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmWwnAssignedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "nodeWwns" => r.read_push(&mut self.node_wwns),
+            "portWwns" => r.read_push(&mut self.port_wwns),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_vec("nodeWwns", &self.node_wwns);
+        w.write_vec("portWwns", &self.port_wwns);
+    }
+}
+/// `VmWwnChangedEvent` (extends `VmEvent`).
+///
+/// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
+#[derive(Debug, PartialEq, Default)]
+pub struct VmWwnChangedEvent {
+    /// The fields `VmWwnChangedEvent` inherits from `VmEvent`.
+    pub vm_event: VmEvent,
+    /// `oldNodeWwns`.
+    pub old_node_wwns: Vec<i64>,
+    /// `oldPortWwns`.
+    pub old_port_wwns: Vec<i64>,
+    /// `newNodeWwns`.
+    pub new_node_wwns: Vec<i64>,
+    /// `newPortWwns`.
+    pub new_port_wwns: Vec<i64>,
+}
+impl x::SchemaType for VmWwnChangedEvent {
+    const TYPE_NAME: &'static str = "VmWwnChangedEvent";
+}
+impl x::Structure for VmWwnChangedEvent {}
+impl Clone for VmWwnChangedEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            old_node_wwns: x::clone_vec(&self.old_node_wwns),
+            old_port_wwns: x::clone_vec(&self.old_port_wwns),
+            new_node_wwns: x::clone_vec(&self.new_node_wwns),
+            new_port_wwns: x::clone_vec(&self.new_port_wwns),
+        }
+    }
+}
+impl std::ops::Deref for VmWwnChangedEvent {
+    type Target = VmEvent;
+    #[inline]
+    fn deref(&self) -> &VmEvent {
+        &self.vm_event
+    }
+}
+impl std::ops::DerefMut for VmWwnChangedEvent {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VmEvent {
+        &mut self.vm_event
+    }
+}
+impl x::Fields for VmWwnChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
+            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
+            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
+            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
+            _ => return x::Fields::decode_field(&mut self.vm_event, r, name),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        x::Fields::encode_fields(&self.vm_event, w);
+        w.write_vec("oldNodeWwns", &self.old_node_wwns);
+        w.write_vec("oldPortWwns", &self.old_port_wwns);
+        w.write_vec("newNodeWwns", &self.new_node_wwns);
+        w.write_vec("newPortWwns", &self.new_port_wwns);
+    }
+}
 /// `VmWwnConflict` (extends `InvalidVmConfig`).
 ///
 /// The fields of `InvalidVmConfig` are in `invalid_vm_config`, also reachable through `Deref`.
@@ -65,7 +240,7 @@ impl x::Fields for VmWwnConflict {
 /// `VmWwnConflictEvent` (extends `VmEvent`).
 ///
 /// The fields of `VmEvent` are in `vm_event`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmWwnConflictEvent {
     /// The fields `VmWwnConflictEvent` inherits from `VmEvent`.
     pub vm_event: VmEvent,
@@ -80,6 +255,16 @@ impl x::SchemaType for VmWwnConflictEvent {
     const TYPE_NAME: &'static str = "VmWwnConflictEvent";
 }
 impl x::Structure for VmWwnConflictEvent {}
+impl Clone for VmWwnConflictEvent {
+    fn clone(&self) -> Self {
+        Self {
+            vm_event: self.vm_event.clone(),
+            conflicted_vms: x::clone_vec(&self.conflicted_vms),
+            conflicted_hosts: x::clone_vec(&self.conflicted_hosts),
+            wwn: self.wwn,
+        }
+    }
+}
 impl std::ops::Deref for VmWwnConflictEvent {
     type Target = VmEvent;
     #[inline]
@@ -192,7 +377,7 @@ impl x::Fields for VmfsAmbiguousMount {
     }
 }
 /// `VmfsConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmfsConfigOption {
     /// `blockSizeOption`.
     pub block_size_option: i32,
@@ -215,6 +400,19 @@ impl x::SchemaType for VmfsConfigOption {
     const TYPE_NAME: &'static str = "VmfsConfigOption";
 }
 impl x::Structure for VmfsConfigOption {}
+impl Clone for VmfsConfigOption {
+    fn clone(&self) -> Self {
+        Self {
+            block_size_option: self.block_size_option,
+            unmap_granularity_option: x::clone_vec(&self.unmap_granularity_option),
+            unmap_bandwidth_fixed_value: self.unmap_bandwidth_fixed_value.clone(),
+            unmap_bandwidth_dynamic_min: self.unmap_bandwidth_dynamic_min.clone(),
+            unmap_bandwidth_dynamic_max: self.unmap_bandwidth_dynamic_max.clone(),
+            unmap_bandwidth_increment: self.unmap_bandwidth_increment,
+            unmap_bandwidth_ultra_low: self.unmap_bandwidth_ultra_low,
+        }
+    }
+}
 impl x::Fields for VmfsConfigOption {
     fn decode_field(
         &mut self,
@@ -336,7 +534,7 @@ impl x::Fields for VmfsDatastoreBaseOption {
 /// `VmfsDatastoreCreateSpec` (extends `VmfsDatastoreSpec`).
 ///
 /// The fields of `VmfsDatastoreSpec` are in `vmfs_datastore_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmfsDatastoreCreateSpec {
     /// The fields `VmfsDatastoreCreateSpec` inherits from `VmfsDatastoreSpec`.
     pub vmfs_datastore_spec: VmfsDatastoreSpec,
@@ -351,6 +549,16 @@ impl x::SchemaType for VmfsDatastoreCreateSpec {
     const TYPE_NAME: &'static str = "VmfsDatastoreCreateSpec";
 }
 impl x::Structure for VmfsDatastoreCreateSpec {}
+impl Clone for VmfsDatastoreCreateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
+            partition: self.partition.clone(),
+            vmfs: self.vmfs.clone(),
+            extent: x::clone_vec(&self.extent),
+        }
+    }
+}
 impl std::ops::Deref for VmfsDatastoreCreateSpec {
     type Target = VmfsDatastoreSpec;
     #[inline]
@@ -438,7 +646,7 @@ impl x::Fields for VmfsDatastoreExpandSpec {
 /// `VmfsDatastoreExtendSpec` (extends `VmfsDatastoreSpec`).
 ///
 /// The fields of `VmfsDatastoreSpec` are in `vmfs_datastore_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmfsDatastoreExtendSpec {
     /// The fields `VmfsDatastoreExtendSpec` inherits from `VmfsDatastoreSpec`.
     pub vmfs_datastore_spec: VmfsDatastoreSpec,
@@ -451,6 +659,15 @@ impl x::SchemaType for VmfsDatastoreExtendSpec {
     const TYPE_NAME: &'static str = "VmfsDatastoreExtendSpec";
 }
 impl x::Structure for VmfsDatastoreExtendSpec {}
+impl Clone for VmfsDatastoreExtendSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vmfs_datastore_spec: self.vmfs_datastore_spec.clone(),
+            partition: self.partition.clone(),
+            extent: x::clone_vec(&self.extent),
+        }
+    }
+}
 impl std::ops::Deref for VmfsDatastoreExtendSpec {
     type Target = VmfsDatastoreSpec;
     #[inline]
@@ -540,7 +757,7 @@ impl x::Fields for VmfsDatastoreInfo {
 /// `VmfsDatastoreMultipleExtentOption` (extends `VmfsDatastoreBaseOption`).
 ///
 /// The fields of `VmfsDatastoreBaseOption` are in `vmfs_datastore_base_option`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmfsDatastoreMultipleExtentOption {
     /// The fields `VmfsDatastoreMultipleExtentOption` inherits from `VmfsDatastoreBaseOption`.
     pub vmfs_datastore_base_option: VmfsDatastoreBaseOption,
@@ -551,6 +768,14 @@ impl x::SchemaType for VmfsDatastoreMultipleExtentOption {
     const TYPE_NAME: &'static str = "VmfsDatastoreMultipleExtentOption";
 }
 impl x::Structure for VmfsDatastoreMultipleExtentOption {}
+impl Clone for VmfsDatastoreMultipleExtentOption {
+    fn clone(&self) -> Self {
+        Self {
+            vmfs_datastore_base_option: self.vmfs_datastore_base_option.clone(),
+            vmfs_extent: x::clone_vec(&self.vmfs_extent),
+        }
+    }
+}
 impl std::ops::Deref for VmfsDatastoreMultipleExtentOption {
     type Target = VmfsDatastoreBaseOption;
     #[inline]
@@ -828,7 +1053,7 @@ impl x::Fields for VmotionInterfaceNotEnabled {
 /// `VmwareDistributedVirtualSwitchDpuFailoverPolicy` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     /// `activeUplink`.
     ///
@@ -843,6 +1068,14 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchDpuFailoverPolicy";
 }
 impl x::Structure for VmwareDistributedVirtualSwitchDpuFailoverPolicy {}
+impl Clone for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
+    fn clone(&self) -> Self {
+        Self {
+            active_uplink: x::clone_vec(&self.active_uplink),
+            standby_uplink: x::clone_vec(&self.standby_uplink),
+        }
+    }
+}
 impl x::Fields for VmwareDistributedVirtualSwitchDpuFailoverPolicy {
     fn decode_field(
         &mut self,
@@ -995,7 +1228,7 @@ impl x::Fields for VmwareDistributedVirtualSwitchRealTimeConfig {
 /// `VmwareDistributedVirtualSwitchRealTimeLanAnnotation` (extends `DynamicData`).
 ///
 /// Since vSphere API 8.0.3.1.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     /// `lanAUplink`.
     ///
@@ -1010,6 +1243,14 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchRealTimeLanAnnotation";
 }
 impl x::Structure for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {}
+impl Clone for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
+    fn clone(&self) -> Self {
+        Self {
+            lan_a_uplink: x::clone_vec(&self.lan_a_uplink),
+            lan_b_uplink: x::clone_vec(&self.lan_b_uplink),
+        }
+    }
+}
 impl x::Fields for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
     fn decode_field(
         &mut self,
@@ -1037,7 +1278,7 @@ impl x::Fields for VmwareDistributedVirtualSwitchRealTimeLanAnnotation {
 /// `VmwareDistributedVirtualSwitchTrunkVlanSpec` (extends `VmwareDistributedVirtualSwitchVlanSpec`).
 ///
 /// The fields of `VmwareDistributedVirtualSwitchVlanSpec` are in `vmware_distributed_virtual_switch_vlan_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VmwareDistributedVirtualSwitchTrunkVlanSpec {
     /// The fields `VmwareDistributedVirtualSwitchTrunkVlanSpec` inherits from `VmwareDistributedVirtualSwitchVlanSpec`.
     pub vmware_distributed_virtual_switch_vlan_spec: VmwareDistributedVirtualSwitchVlanSpec,
@@ -1048,6 +1289,16 @@ impl x::SchemaType for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     const TYPE_NAME: &'static str = "VmwareDistributedVirtualSwitchTrunkVlanSpec";
 }
 impl x::Structure for VmwareDistributedVirtualSwitchTrunkVlanSpec {}
+impl Clone for VmwareDistributedVirtualSwitchTrunkVlanSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vmware_distributed_virtual_switch_vlan_spec: self
+                .vmware_distributed_virtual_switch_vlan_spec
+                .clone(),
+            vlan_id: x::clone_vec(&self.vlan_id),
+        }
+    }
+}
 impl std::ops::Deref for VmwareDistributedVirtualSwitchTrunkVlanSpec {
     type Target = VmwareDistributedVirtualSwitchVlanSpec;
     #[inline]

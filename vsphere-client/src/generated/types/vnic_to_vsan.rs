@@ -471,7 +471,7 @@ impl x::Fields for VsanFault {
     }
 }
 /// `VsanHostClusterStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanHostClusterStatus {
     /// `uuid`.
     pub uuid: Option<String>,
@@ -488,6 +488,17 @@ impl x::SchemaType for VsanHostClusterStatus {
     const TYPE_NAME: &'static str = "VsanHostClusterStatus";
 }
 impl x::Structure for VsanHostClusterStatus {}
+impl Clone for VsanHostClusterStatus {
+    fn clone(&self) -> Self {
+        Self {
+            uuid: self.uuid.clone(),
+            node_uuid: self.node_uuid.clone(),
+            health: self.health.clone(),
+            node_state: self.node_state.clone(),
+            member_uuid: x::clone_vec(&self.member_uuid),
+        }
+    }
+}
 impl x::Fields for VsanHostClusterStatus {
     fn decode_field(
         &mut self,
@@ -688,7 +699,7 @@ impl x::Fields for VsanHostConfigInfoClusterInfo {
     }
 }
 /// `VsanHostConfigInfoNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanHostConfigInfoNetworkInfo {
     /// `port`.
     pub port: Vec<VsanHostConfigInfoNetworkInfoPortConfig>,
@@ -697,6 +708,13 @@ impl x::SchemaType for VsanHostConfigInfoNetworkInfo {
     const TYPE_NAME: &'static str = "VsanHostConfigInfoNetworkInfo";
 }
 impl x::Structure for VsanHostConfigInfoNetworkInfo {}
+impl Clone for VsanHostConfigInfoNetworkInfo {
+    fn clone(&self) -> Self {
+        Self {
+            port: x::clone_vec(&self.port),
+        }
+    }
+}
 impl x::Fields for VsanHostConfigInfoNetworkInfo {
     fn decode_field(
         &mut self,
@@ -750,7 +768,7 @@ impl x::ArrayItem for VsanHostConfigInfoNetworkInfoPortConfig {
     const ITEM_TAG: &'static str = "VsanHostConfigInfoNetworkInfoPortConfig";
 }
 /// `VsanHostConfigInfoStorageInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanHostConfigInfoStorageInfo {
     /// `autoClaimStorage`.
     pub auto_claim_storage: Option<bool>,
@@ -765,6 +783,16 @@ impl x::SchemaType for VsanHostConfigInfoStorageInfo {
     const TYPE_NAME: &'static str = "VsanHostConfigInfoStorageInfo";
 }
 impl x::Structure for VsanHostConfigInfoStorageInfo {}
+impl Clone for VsanHostConfigInfoStorageInfo {
+    fn clone(&self) -> Self {
+        Self {
+            auto_claim_storage: self.auto_claim_storage,
+            disk_mapping: x::clone_vec(&self.disk_mapping),
+            disk_map_info: x::clone_vec(&self.disk_map_info),
+            checksum_enabled: self.checksum_enabled,
+        }
+    }
+}
 impl x::Fields for VsanHostConfigInfoStorageInfo {
     fn decode_field(
         &mut self,
@@ -851,7 +879,7 @@ impl x::ArrayItem for VsanHostDiskMapInfo {
     const ITEM_TAG: &'static str = "VsanHostDiskMapInfo";
 }
 /// `VsanHostDiskMapResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanHostDiskMapResult {
     /// `mapping`.
     pub mapping: VsanHostDiskMapping,
@@ -864,6 +892,15 @@ impl x::SchemaType for VsanHostDiskMapResult {
     const TYPE_NAME: &'static str = "VsanHostDiskMapResult";
 }
 impl x::Structure for VsanHostDiskMapResult {}
+impl Clone for VsanHostDiskMapResult {
+    fn clone(&self) -> Self {
+        Self {
+            mapping: self.mapping.clone(),
+            disk_result: x::clone_vec(&self.disk_result),
+            error: self.error.clone(),
+        }
+    }
+}
 impl x::Fields for VsanHostDiskMapResult {
     fn decode_field(
         &mut self,
@@ -890,7 +927,7 @@ impl x::ArrayItem for VsanHostDiskMapResult {
     const ITEM_TAG: &'static str = "VsanHostDiskMapResult";
 }
 /// `VsanHostDiskMapping` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanHostDiskMapping {
     /// `ssd`.
     pub ssd: HostScsiDisk,
@@ -901,6 +938,14 @@ impl x::SchemaType for VsanHostDiskMapping {
     const TYPE_NAME: &'static str = "VsanHostDiskMapping";
 }
 impl x::Structure for VsanHostDiskMapping {}
+impl Clone for VsanHostDiskMapping {
+    fn clone(&self) -> Self {
+        Self {
+            ssd: self.ssd.clone(),
+            non_ssd: x::clone_vec(&self.non_ssd),
+        }
+    }
+}
 impl x::Fields for VsanHostDiskMapping {
     fn decode_field(
         &mut self,
@@ -1065,7 +1110,7 @@ impl x::ArrayItem for VsanHostMembershipInfo {
     const ITEM_TAG: &'static str = "VsanHostMembershipInfo";
 }
 /// `VsanHostRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanHostRuntimeInfo {
     /// `membershipList`.
     pub membership_list: Vec<VsanHostMembershipInfo>,
@@ -1078,6 +1123,15 @@ impl x::SchemaType for VsanHostRuntimeInfo {
     const TYPE_NAME: &'static str = "VsanHostRuntimeInfo";
 }
 impl x::Structure for VsanHostRuntimeInfo {}
+impl Clone for VsanHostRuntimeInfo {
+    fn clone(&self) -> Self {
+        Self {
+            membership_list: x::clone_vec(&self.membership_list),
+            disk_issues: x::clone_vec(&self.disk_issues),
+            access_gen_no: self.access_gen_no,
+        }
+    }
+}
 impl x::Fields for VsanHostRuntimeInfo {
     fn decode_field(
         &mut self,
@@ -1204,7 +1258,7 @@ impl x::Fields for VsanIncompatibleDiskMapping {
     }
 }
 /// `VsanNewPolicyBatch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanNewPolicyBatch {
     /// `size`.
     pub size: Vec<i64>,
@@ -1215,6 +1269,14 @@ impl x::SchemaType for VsanNewPolicyBatch {
     const TYPE_NAME: &'static str = "VsanNewPolicyBatch";
 }
 impl x::Structure for VsanNewPolicyBatch {}
+impl Clone for VsanNewPolicyBatch {
+    fn clone(&self) -> Self {
+        Self {
+            size: x::clone_vec(&self.size),
+            policy: self.policy.clone(),
+        }
+    }
+}
 impl x::Fields for VsanNewPolicyBatch {
     fn decode_field(
         &mut self,
@@ -1239,7 +1301,7 @@ impl x::ArrayItem for VsanNewPolicyBatch {
     const ITEM_TAG: &'static str = "VsanNewPolicyBatch";
 }
 /// `VsanPolicyChangeBatch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanPolicyChangeBatch {
     /// `uuid`.
     pub uuid: Vec<String>,
@@ -1250,6 +1312,14 @@ impl x::SchemaType for VsanPolicyChangeBatch {
     const TYPE_NAME: &'static str = "VsanPolicyChangeBatch";
 }
 impl x::Structure for VsanPolicyChangeBatch {}
+impl Clone for VsanPolicyChangeBatch {
+    fn clone(&self) -> Self {
+        Self {
+            uuid: x::clone_vec(&self.uuid),
+            policy: self.policy.clone(),
+        }
+    }
+}
 impl x::Fields for VsanPolicyChangeBatch {
     fn decode_field(
         &mut self,
@@ -1388,7 +1458,7 @@ impl x::ArrayItem for VsanPolicySatisfiability {
 /// `VsanUpgradeSystemAPIBrokenIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemAPIBrokenIssue {
     /// The fields `VsanUpgradeSystemAPIBrokenIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -1399,6 +1469,16 @@ impl x::SchemaType for VsanUpgradeSystemAPIBrokenIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemAPIBrokenIssue";
 }
 impl x::Structure for VsanUpgradeSystemAPIBrokenIssue {}
+impl Clone for VsanUpgradeSystemAPIBrokenIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemAPIBrokenIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1439,7 +1519,7 @@ impl x::Fields for VsanUpgradeSystemAPIBrokenIssue {
 /// `VsanUpgradeSystemAutoClaimEnabledOnHostsIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     /// The fields `VsanUpgradeSystemAutoClaimEnabledOnHostsIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -1450,6 +1530,16 @@ impl x::SchemaType for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemAutoClaimEnabledOnHostsIssue";
 }
 impl x::Structure for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {}
+impl Clone for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1490,7 +1580,7 @@ impl x::Fields for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
 /// `VsanUpgradeSystemHostsDisconnectedIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemHostsDisconnectedIssue {
     /// The fields `VsanUpgradeSystemHostsDisconnectedIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -1501,6 +1591,16 @@ impl x::SchemaType for VsanUpgradeSystemHostsDisconnectedIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemHostsDisconnectedIssue";
 }
 impl x::Structure for VsanUpgradeSystemHostsDisconnectedIssue {}
+impl Clone for VsanUpgradeSystemHostsDisconnectedIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemHostsDisconnectedIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1541,7 +1641,7 @@ impl x::Fields for VsanUpgradeSystemHostsDisconnectedIssue {
 /// `VsanUpgradeSystemMissingHostsInClusterIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemMissingHostsInClusterIssue {
     /// The fields `VsanUpgradeSystemMissingHostsInClusterIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -1552,6 +1652,16 @@ impl x::SchemaType for VsanUpgradeSystemMissingHostsInClusterIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemMissingHostsInClusterIssue";
 }
 impl x::Structure for VsanUpgradeSystemMissingHostsInClusterIssue {}
+impl Clone for VsanUpgradeSystemMissingHostsInClusterIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemMissingHostsInClusterIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1590,7 +1700,7 @@ impl x::Fields for VsanUpgradeSystemMissingHostsInClusterIssue {
     }
 }
 /// `VsanUpgradeSystemNetworkPartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemNetworkPartitionInfo {
     /// `hosts`.
     pub hosts: Vec<x::ManagedObjectReference>,
@@ -1599,6 +1709,13 @@ impl x::SchemaType for VsanUpgradeSystemNetworkPartitionInfo {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemNetworkPartitionInfo";
 }
 impl x::Structure for VsanUpgradeSystemNetworkPartitionInfo {}
+impl Clone for VsanUpgradeSystemNetworkPartitionInfo {
+    fn clone(&self) -> Self {
+        Self {
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl x::Fields for VsanUpgradeSystemNetworkPartitionInfo {
     fn decode_field(
         &mut self,
@@ -1623,7 +1740,7 @@ impl x::ArrayItem for VsanUpgradeSystemNetworkPartitionInfo {
 /// `VsanUpgradeSystemNetworkPartitionIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemNetworkPartitionIssue {
     /// The fields `VsanUpgradeSystemNetworkPartitionIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -1634,6 +1751,16 @@ impl x::SchemaType for VsanUpgradeSystemNetworkPartitionIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemNetworkPartitionIssue";
 }
 impl x::Structure for VsanUpgradeSystemNetworkPartitionIssue {}
+impl Clone for VsanUpgradeSystemNetworkPartitionIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            partitions: x::clone_vec(&self.partitions),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemNetworkPartitionIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1757,7 +1884,7 @@ impl x::Fields for VsanUpgradeSystemPreflightCheckIssue {
     }
 }
 /// `VsanUpgradeSystemPreflightCheckResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemPreflightCheckResult {
     /// `issues`.
     pub issues: Vec<AnyVsanUpgradeSystemPreflightCheckIssue>,
@@ -1768,6 +1895,14 @@ impl x::SchemaType for VsanUpgradeSystemPreflightCheckResult {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemPreflightCheckResult";
 }
 impl x::Structure for VsanUpgradeSystemPreflightCheckResult {}
+impl Clone for VsanUpgradeSystemPreflightCheckResult {
+    fn clone(&self) -> Self {
+        Self {
+            issues: x::clone_vec(&self.issues),
+            disk_mapping_to_restore: self.disk_mapping_to_restore.clone(),
+        }
+    }
+}
 impl x::Fields for VsanUpgradeSystemPreflightCheckResult {
     fn decode_field(
         &mut self,
@@ -1790,7 +1925,7 @@ impl x::Fields for VsanUpgradeSystemPreflightCheckResult {
 /// `VsanUpgradeSystemRogueHostsInClusterIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemRogueHostsInClusterIssue {
     /// The fields `VsanUpgradeSystemRogueHostsInClusterIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -1801,6 +1936,16 @@ impl x::SchemaType for VsanUpgradeSystemRogueHostsInClusterIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemRogueHostsInClusterIssue";
 }
 impl x::Structure for VsanUpgradeSystemRogueHostsInClusterIssue {}
+impl Clone for VsanUpgradeSystemRogueHostsInClusterIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemRogueHostsInClusterIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -1986,7 +2131,7 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryPreflightFail {
     }
 }
 /// `VsanUpgradeSystemUpgradeStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemUpgradeStatus {
     /// `inProgress`.
     pub in_progress: bool,
@@ -2003,6 +2148,17 @@ impl x::SchemaType for VsanUpgradeSystemUpgradeStatus {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemUpgradeStatus";
 }
 impl x::Structure for VsanUpgradeSystemUpgradeStatus {}
+impl Clone for VsanUpgradeSystemUpgradeStatus {
+    fn clone(&self) -> Self {
+        Self {
+            in_progress: self.in_progress,
+            history: x::clone_vec(&self.history),
+            aborted: self.aborted,
+            completed: self.completed,
+            progress: self.progress,
+        }
+    }
+}
 impl x::Fields for VsanUpgradeSystemUpgradeStatus {
     fn decode_field(
         &mut self,
@@ -2031,7 +2187,7 @@ impl x::Fields for VsanUpgradeSystemUpgradeStatus {
 /// `VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     /// The fields `VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -2042,6 +2198,16 @@ impl x::SchemaType for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue";
 }
 impl x::Structure for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {}
+impl Clone for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            uuids: x::clone_vec(&self.uuids),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]
@@ -2082,7 +2248,7 @@ impl x::Fields for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
 /// `VsanUpgradeSystemWrongEsxVersionIssue` (extends `VsanUpgradeSystemPreflightCheckIssue`).
 ///
 /// The fields of `VsanUpgradeSystemPreflightCheckIssue` are in `vsan_upgrade_system_preflight_check_issue`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VsanUpgradeSystemWrongEsxVersionIssue {
     /// The fields `VsanUpgradeSystemWrongEsxVersionIssue` inherits from `VsanUpgradeSystemPreflightCheckIssue`.
     pub vsan_upgrade_system_preflight_check_issue: VsanUpgradeSystemPreflightCheckIssue,
@@ -2093,6 +2259,16 @@ impl x::SchemaType for VsanUpgradeSystemWrongEsxVersionIssue {
     const TYPE_NAME: &'static str = "VsanUpgradeSystemWrongEsxVersionIssue";
 }
 impl x::Structure for VsanUpgradeSystemWrongEsxVersionIssue {}
+impl Clone for VsanUpgradeSystemWrongEsxVersionIssue {
+    fn clone(&self) -> Self {
+        Self {
+            vsan_upgrade_system_preflight_check_issue: self
+                .vsan_upgrade_system_preflight_check_issue
+                .clone(),
+            hosts: x::clone_vec(&self.hosts),
+        }
+    }
+}
 impl std::ops::Deref for VsanUpgradeSystemWrongEsxVersionIssue {
     type Target = VsanUpgradeSystemPreflightCheckIssue;
     #[inline]

@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `VslmCloneSpec` (extends `VslmMigrateSpec`).
 ///
 /// The fields of `VslmMigrateSpec` are in `vslm_migrate_spec`, also reachable through `Deref`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VslmCloneSpec {
     /// The fields `VslmCloneSpec` inherits from `VslmMigrateSpec`.
     pub vslm_migrate_spec: VslmMigrateSpec,
@@ -23,6 +23,16 @@ impl x::SchemaType for VslmCloneSpec {
     const TYPE_NAME: &'static str = "VslmCloneSpec";
 }
 impl x::Structure for VslmCloneSpec {}
+impl Clone for VslmCloneSpec {
+    fn clone(&self) -> Self {
+        Self {
+            vslm_migrate_spec: self.vslm_migrate_spec.clone(),
+            name: self.name.clone(),
+            keep_after_delete_vm: self.keep_after_delete_vm,
+            metadata: x::clone_vec(&self.metadata),
+        }
+    }
+}
 impl std::ops::Deref for VslmCloneSpec {
     type Target = VslmMigrateSpec;
     #[inline]
@@ -59,7 +69,7 @@ impl x::Fields for VslmCloneSpec {
     }
 }
 /// `VslmCreateSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VslmCreateSpec {
     /// `id`.
     ///
@@ -84,6 +94,20 @@ impl x::SchemaType for VslmCreateSpec {
     const TYPE_NAME: &'static str = "VslmCreateSpec";
 }
 impl x::Structure for VslmCreateSpec {}
+impl Clone for VslmCreateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            keep_after_delete_vm: self.keep_after_delete_vm,
+            backing_spec: self.backing_spec.clone(),
+            capacity_in_mb: self.capacity_in_mb,
+            profile: x::clone_vec(&self.profile),
+            crypto: self.crypto.clone(),
+            metadata: x::clone_vec(&self.metadata),
+        }
+    }
+}
 impl x::Fields for VslmCreateSpec {
     fn decode_field(
         &mut self,
@@ -257,7 +281,7 @@ impl x::Fields for VslmCreateSpecRawDiskMappingBackingSpec {
     }
 }
 /// `VslmMigrateSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VslmMigrateSpec {
     /// `backingSpec`.
     pub backing_spec: AnyVslmCreateSpecBackingSpec,
@@ -276,6 +300,17 @@ impl x::SchemaType for VslmMigrateSpec {
     const TYPE_NAME: &'static str = "VslmMigrateSpec";
 }
 impl x::Structure for VslmMigrateSpec {}
+impl Clone for VslmMigrateSpec {
+    fn clone(&self) -> Self {
+        Self {
+            backing_spec: self.backing_spec.clone(),
+            profile: x::clone_vec(&self.profile),
+            consolidate: self.consolidate,
+            disks_crypto: self.disks_crypto.clone(),
+            service: self.service.clone(),
+        }
+    }
+}
 impl x::Fields for VslmMigrateSpec {
     fn decode_field(
         &mut self,

@@ -167,7 +167,7 @@ impl x::ArrayItem for VslmInfrastructureObjectPolicy {
     const ITEM_TAG: &'static str = "vslmInfrastructureObjectPolicy";
 }
 /// `vslmInfrastructureObjectPolicySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct VslmInfrastructureObjectPolicySpec {
     /// `datastore`.
     pub datastore: x::ManagedObjectReference,
@@ -178,6 +178,14 @@ impl x::SchemaType for VslmInfrastructureObjectPolicySpec {
     const TYPE_NAME: &'static str = "vslmInfrastructureObjectPolicySpec";
 }
 impl x::Structure for VslmInfrastructureObjectPolicySpec {}
+impl Clone for VslmInfrastructureObjectPolicySpec {
+    fn clone(&self) -> Self {
+        Self {
+            datastore: self.datastore.clone(),
+            profile: x::clone_vec(&self.profile),
+        }
+    }
+}
 impl x::Fields for VslmInfrastructureObjectPolicySpec {
     fn decode_field(
         &mut self,

@@ -192,9 +192,9 @@ impl PartialEq for Object {
 impl Clone for Object {
     fn clone(&self) -> Self {
         match self {
-            Object::ArrayOfColor(v) => Object::ArrayOfColor(Box::new((**v).clone())),
-            Object::ArrayOfShape(v) => Object::ArrayOfShape(Box::new((**v).clone())),
-            Object::ArrayOfTriangle(v) => Object::ArrayOfTriangle(Box::new((**v).clone())),
+            Object::ArrayOfColor(v) => Object::ArrayOfColor(Box::new(x::clone_vec(v))),
+            Object::ArrayOfShape(v) => Object::ArrayOfShape(Box::new(x::clone_vec(v))),
+            Object::ArrayOfTriangle(v) => Object::ArrayOfTriangle(Box::new(x::clone_vec(v))),
             Object::Circle(v) => Object::Circle(Box::new((**v).clone())),
             Object::Color(v) => Object::Color(Box::new((**v).clone())),
             Object::Drawing(v) => Object::Drawing(Box::new((**v).clone())),

@@ -51,7 +51,7 @@ impl x::Fields for Circle {
     }
 }
 /// `Drawing` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct Drawing {
     /// `type`.
     pub type_: String,
@@ -76,6 +76,21 @@ impl x::SchemaType for Drawing {
     const TYPE_NAME: &'static str = "Drawing";
 }
 impl x::Structure for Drawing {}
+impl Clone for Drawing {
+    fn clone(&self) -> Self {
+        Self {
+            type_: self.type_.clone(),
+            main: self.main.clone(),
+            shapes: x::clone_vec(&self.shapes),
+            parent: self.parent.clone(),
+            ref_: self.ref_.clone(),
+            created_at: self.created_at.clone(),
+            thumbnail: self.thumbnail.clone(),
+            extra: self.extra.clone(),
+            ip_address: x::clone_vec(&self.ip_address),
+        }
+    }
+}
 impl x::Fields for Drawing {
     fn decode_field(
         &mut self,

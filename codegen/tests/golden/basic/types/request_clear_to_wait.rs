@@ -8,7 +8,7 @@ use crate::xml as x;
 /// `ClearRequestType`.
 ///
 /// Since vSphere API 9.0.0.0.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct ClearRequestType {
     /// `_this`.
     ///
@@ -27,6 +27,15 @@ impl x::SchemaType for ClearRequestType {
     const TYPE_NAME: &'static str = "ClearRequestType";
 }
 impl x::Structure for ClearRequestType {}
+impl Clone for ClearRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            pattern: self.pattern.clone(),
+            keep: x::clone_vec(&self.keep),
+        }
+    }
+}
 impl x::Fields for ClearRequestType {
     fn decode_field(
         &mut self,
@@ -147,7 +156,7 @@ impl x::Request for CurrentTimeRequestType {
     }
 }
 /// `Draw_TaskRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, PartialEq, Default)]
 pub struct DrawTaskRequestType {
     /// `_this`.
     pub this: x::ManagedObjectReference,
@@ -164,6 +173,17 @@ impl x::SchemaType for DrawTaskRequestType {
     const TYPE_NAME: &'static str = "Draw_TaskRequestType";
 }
 impl x::Structure for DrawTaskRequestType {}
+impl Clone for DrawTaskRequestType {
+    fn clone(&self) -> Self {
+        Self {
+            this: self.this.clone(),
+            drawing: self.drawing.clone(),
+            color: self.color.clone(),
+            tags: x::clone_vec(&self.tags),
+            scale: self.scale,
+        }
+    }
+}
 impl x::Fields for DrawTaskRequestType {
     fn decode_field(
         &mut self,
