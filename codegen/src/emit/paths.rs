@@ -250,80 +250,72 @@ fn type_doc(ty: &TypeRef, occurs: Occurs) -> String {
 }
 
 fn root_code(plan: &Plan, mo: &str, rust: &str, steps: &[Step]) -> Result<String> {
-    let mut code = String::new();
-    writeln!(
-        code,
+    let mut code = format!(
         "/// Property paths of [`mo::{rust}`](super::super::mo::{rust}), checked by the compiler:\n\
          /// pass them to [`Client::properties`](crate::Client::properties).\n\
-         #[derive(Debug, Clone, Copy, Default)]\npub struct {rust};\nimpl {rust} {{"
-    )
-    .ok();
-    let mut names = BTreeSet::new();
-    for step in steps {
-        if !names.insert(step.method.as_str()) {
-            bail!(
-                "managed object {mo}: two properties map to path method {}",
-                step.method
-            );
-        }
-        let path = lit(&step.xml_name);
-        let (ret, body) = match &step.next {
-            Some(next) => {
-                let next_rust = &plan.type_names[next];
-                (
-                    format!("{next_rust}<super::super::mo::{rust}>"),
-                    format!("{next_rust}(P::new({path}))"),
-                )
-            }
-            None => (
-                format!("P<super::super::mo::{rust}>"),
-                format!("P::new({path})"),
-            ),
-        };
-        writeln!(
-            code,
-            "    /// `{}`: {}.\n{}    #[inline]\n    pub fn {}(self) -> {ret} {{ {body} }}",
-            step.xml_name,
-            step.doc,
-            since_doc(step.since),
-            step.method
-        )
-        .ok();
-    }
-    code.push_str("}\n");
+         #[derive(Debug, Clone, Copy, Default)]\npub struct {rust};\nimpl {rust} {{\n"
+    );
+    let object = format!("super::super::mo::{rust}");
+    write_methods(
+        &mut code,
+        plan,
+        &format!("managed object {mo}"),
+        steps,
+        &[],
+        |segment| format!("P::new({segment})"),
+        &object,
+    )?;
     Ok(code)
 }
 
 fn data_code(plan: &Plan, name: &str, steps: &[Step]) -> Result<String> {
     let rust = &plan.type_names[name];
-    let mut code = String::new();
-    writeln!(
-        code,
+    let mut code = format!(
         "/// Paths into a [`{rust}`](super::super::types::{rust}) of managed object `M`; \
          [`{INTO_PATH}`](Self::{INTO_PATH}) is the path to the whole `{name}`.\n\
          #[derive(Debug, Clone)]\npub struct {rust}<M>(pub(crate) P<M>);\nimpl<M> {rust}<M> {{\n    \
          /// The path to this `{name}` itself.\n    #[inline]\n    \
-         pub fn {INTO_PATH}(self) -> P<M> {{ self.0 }}"
-    )
-    .ok();
-    let mut names = BTreeSet::from([INTO_PATH]);
+         pub fn {INTO_PATH}(self) -> P<M> {{ self.0 }}\n"
+    );
+    write_methods(
+        &mut code,
+        plan,
+        &format!("data type {name}"),
+        steps,
+        &[INTO_PATH],
+        |segment| format!("self.0.join({segment})"),
+        "M",
+    )?;
+    Ok(code)
+}
+
+/// One method per step, then the end of the `impl`: a step's path is
+/// `path(segment literal)`, of managed object `object`; `taken` are the
+/// struct's other method names.
+fn write_methods(
+    code: &mut String,
+    plan: &Plan,
+    what: &str,
+    steps: &[Step],
+    taken: &[&str],
+    path: impl Fn(&str) -> String,
+    object: &str,
+) -> Result<()> {
+    let mut names: BTreeSet<&str> = taken.iter().copied().collect();
     for step in steps {
         if !names.insert(step.method.as_str()) {
-            bail!(
-                "data type {name}: two fields map to path method {}",
-                step.method
-            );
+            bail!("{what}: two properties map to path method {}", step.method);
         }
-        let segment = lit(&step.xml_name);
+        let path = path(&lit(&step.xml_name));
         let (ret, body) = match &step.next {
             Some(next) => {
                 let next_rust = &plan.type_names[next];
                 (
-                    format!("{next_rust}<M>"),
-                    format!("{next_rust}(self.0.join({segment}))"),
+                    format!("{next_rust}<{object}>"),
+                    format!("{next_rust}({path})"),
                 )
             }
-            None => ("P<M>".to_string(), format!("self.0.join({segment})")),
+            None => (format!("P<{object}>"), path),
         };
         writeln!(
             code,
@@ -336,5 +328,5 @@ fn data_code(plan: &Plan, name: &str, steps: &[Step]) -> Result<String> {
         .ok();
     }
     code.push_str("}\n");
-    Ok(code)
+    Ok(())
 }
