@@ -143,18 +143,23 @@ async fn claims_of(
     machine: &VSphereMachine,
 ) -> crate::Result<Vec<IPAddressClaim>> {
     let machine_namespace = machine.namespace().unwrap_or_default();
+    let name = machine.name_any();
     // The namespace is a DNS label, a valid label value; the machine's name
-    // may be longer than one, so it is matched here.
-    let params = kube::api::ListParams::default().labels(&format!(
+    // is one up to 63 characters (a longer one cannot be a selector's value),
+    // and is matched here as well.
+    let mut selector = format!(
         "{MACHINE_NAMESPACE_LABEL}={machine_namespace},{}={}",
         MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1
-    ));
+    );
+    if name.len() <= 63 {
+        selector.push_str(&format!(",{MACHINE_LABEL}={name}"));
+    }
+    let params = kube::api::ListParams::default().labels(&selector);
     let listed = match claims.list(&params).await {
         Ok(list) => list.items,
         Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
         Err(e) => return Err(e.into()),
     };
-    let name = machine.name_any();
     Ok(listed
         .into_iter()
         .filter(|c| {
