@@ -21,6 +21,7 @@ fn script() -> Script {
     let cluster = |name: &str| Cluster {
         name: name.into(),
         datastores: vec!["ds-fast-01".into()],
+        ..Default::default()
     };
     Script {
         inventory: Inventory {

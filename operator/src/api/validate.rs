@@ -9,7 +9,7 @@ use kube::core::Selector;
 
 use crate::api::{
     IpPool, LabelSelector, ProviderSpec, VMClassSpec, VMImageSpec, VirtualMachineSpec,
-    CA_BUNDLE_EXACTLY_ONE_MESSAGE, POOL_GROUP_KIND_MESSAGE,
+    CA_BUNDLE_EXACTLY_ONE_MESSAGE, POOL_GROUP_KIND_MESSAGE, STORAGE_TARGET_ONE_MESSAGE,
 };
 
 /// One problem, naming the field it is about.
@@ -127,6 +127,23 @@ pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
                 ),
             ));
         }
+    }
+    for (i, class) in spec.capabilities.storage_classes.iter().enumerate() {
+        let target = &class.target;
+        if target.datastore.is_empty() == target.datastore_cluster.is_none() {
+            let message = STORAGE_TARGET_ONE_MESSAGE.trim_start_matches("target: ");
+            errors.push(error(
+                format!("spec.capabilities.storageClasses[{i}].target"),
+                message,
+            ));
+        }
+    }
+    if let Some(placement) = &spec.placement {
+        duplicates(
+            placement.failure_domains.iter().map(|f| f.name.as_str()),
+            "spec.placement.failureDomains",
+            &mut errors,
+        );
     }
     errors.extend(failure_domain_name_clashes(spec));
     errors

@@ -22,6 +22,7 @@ fn script() -> Script {
     let cluster = |name: &str| Cluster {
         name: name.into(),
         datastores: vec!["ds-fast-01".into()],
+        ..Default::default()
     };
     Script {
         inventory: Inventory {

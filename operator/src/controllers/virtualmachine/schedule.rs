@@ -304,6 +304,13 @@ pub fn schedule(
 
     let key = provider_key(provider);
     let caps = &provider.spec.capabilities;
+    // The VirtualMachine's own pool and folder win over the failure domain's.
+    let own = vm
+        .spec
+        .placement
+        .as_ref()
+        .map(|p| p.target.clone())
+        .unwrap_or_default();
     let storage = req
         .storage_classes
         .iter()
@@ -311,6 +318,7 @@ pub fn schedule(
         .map(|c| ResolvedStorage {
             storage_class: c.name.clone(),
             datastore: c.target.datastore.clone(),
+            datastore_cluster: c.target.datastore_cluster.clone(),
         })
         .collect();
     let network = req
@@ -337,6 +345,8 @@ pub fn schedule(
             failure_domain: fd.name.clone(),
             datacenter: fd.datacenter.clone(),
             cluster: fd.cluster.clone(),
+            resource_pool: own.resource_pool.or_else(|| fd.resource_pool.clone()),
+            folder: own.folder.or_else(|| fd.folder.clone()),
             storage,
             network,
         },
@@ -469,9 +479,12 @@ mod tests {
                 failure_domain: "prod-vsphere-dc1-c1".into(),
                 datacenter: "DC1".into(),
                 cluster: "C1".into(),
+                resource_pool: None,
+                folder: None,
                 storage: vec![ResolvedStorage {
                     storage_class: "gold".into(),
-                    datastore: "ds-fast-01".into()
+                    datastore: "ds-fast-01".into(),
+                    datastore_cluster: None,
                 }],
                 network: vec![ResolvedNetwork {
                     network_class: "prod".into(),

@@ -12,8 +12,8 @@ use tracing::{debug, info};
 use super::identity;
 use super::request::clone_request;
 use super::step::{self, operation, Action, Observation, Step};
-use crate::api::{TaskStatus, VSphereMachine};
-use crate::vsphere::{Machines, TaskFacts, TaskState};
+use crate::api::{PlacementStatus, TaskStatus, VSphereMachine};
+use crate::vsphere::{CloneRequest, Machines, Placement, TaskFacts, TaskState};
 use crate::Error;
 
 /// Points where a test can stop the driver, as a crash would.
@@ -165,6 +165,10 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 let request = match clone_request(machine, secrets) {
                     Ok(r) => r,
                     Err(message) => return fail(machine, hooks, message).await,
+                };
+                let request = match place(machine, backend, hooks, request).await? {
+                    Ok(request) => request,
+                    Err(outcome) => return Ok(outcome),
                 };
                 let task = match backend.start_clone(&request).await {
                     Ok(task) => task,
@@ -519,11 +523,20 @@ async fn fail<H: Hooks>(
     hooks: &mut H,
     message: String,
 ) -> Result<Outcome, Error> {
+    fail_with(machine, hooks, step::reason::FAILED, message).await
+}
+
+async fn fail_with<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    reason: &str,
+    message: String,
+) -> Result<Outcome, Error> {
     let status = machine.status.get_or_insert_with(Default::default);
     let observed = crate::conditions::Observed::new(
         crate::conditions::READY,
         crate::conditions::Status::False,
-        step::reason::FAILED,
+        reason,
         message.clone(),
     );
     if crate::conditions::set(
@@ -532,10 +545,55 @@ async fn fail<H: Hooks>(
         machine.metadata.generation,
         &crate::conditions::now(),
     ) {
-        hooks.event(machine, step::reason::FAILED, &message).await;
+        hooks.event(machine, reason, &message).await;
     }
     hooks.persist(machine).await?;
     Ok(Outcome::Failed(message))
+}
+
+/// Decides where the clone goes and records it in `status.placement`
+/// before the clone is sent; the request carries it. A pool, folder,
+/// datastore or datastore cluster that is not in vCenter fails the machine
+/// with `PlacementNotFound` (the `Err` outcome), retried with backoff.
+async fn place<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    backend: &M,
+    hooks: &mut H,
+    request: CloneRequest,
+) -> Result<Result<CloneRequest, Outcome>, Error> {
+    let placement = match backend.place(&request).await {
+        Ok(placement) => placement,
+        Err(e) if e.is_fault("NotFound") => {
+            let message = format!("placing {}: {e}", request.name);
+            return Ok(Err(fail_with(
+                machine,
+                hooks,
+                step::reason::PLACEMENT_NOT_FOUND,
+                message,
+            )
+            .await?));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = machine.status.get_or_insert_with(Default::default);
+    let recorded = Some(placement_status(&placement));
+    if status.placement != recorded {
+        status.placement = recorded;
+        hooks.persist(machine).await?;
+    }
+    Ok(Ok(request.placed(placement)))
+}
+
+/// A placement as the status shows it: inventory paths.
+pub fn placement_status(placement: &Placement) -> PlacementStatus {
+    PlacementStatus {
+        resource_pool: placement.resource_pool.path.clone(),
+        folder: placement.folder.path.clone(),
+        datastore: placement.datastore.as_ref().map(|d| d.path.clone()),
+        datastore_cluster: placement.datastore_cluster.clone(),
+        host: placement.host.as_ref().map(|h| h.path.clone()),
+        note: placement.note.clone(),
+    }
 }
 
 // The driver against the mock: the whole lifecycle, crashes at each step
@@ -1177,6 +1235,7 @@ mod tests {
             size_gib: gib,
             storage_class: "fast".into(),
             datastore: "LocalDS_0".into(),
+            datastore_cluster: None,
             provisioning: Default::default(),
         }
     }
