@@ -410,6 +410,31 @@ mod tests {
     }
 
     #[test]
+    fn a_storage_target_is_a_datastore_or_a_datastore_cluster_and_placements_are_unique() {
+        let mut spec = provider_spec();
+        spec.capabilities.storage_classes = serde_json::from_value(serde_json::json!([
+            {"name": "a", "target": {"datastore": "ds"}},
+            {"name": "b", "target": {"datastoreCluster": "pod"}},
+            {"name": "c", "target": {"datastore": "ds", "datastoreCluster": "pod"}},
+            {"name": "d", "target": {}},
+        ]))
+        .unwrap();
+        spec.placement = serde_json::from_value(serde_json::json!({
+            "failureDomains": [{"name": "z", "folder": "f"}, {"name": "z", "resourcePool": "p"}],
+        }))
+        .unwrap();
+        let paths: Vec<String> = provider(&spec).into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.capabilities.storageClasses[2].target: set exactly one of datastore or datastoreCluster",
+                "spec.capabilities.storageClasses[3].target: set exactly one of datastore or datastoreCluster",
+                "spec.placement.failureDomains: \"z\" is listed twice",
+            ]
+        );
+    }
+
+    #[test]
     fn call_deadline_defaults_to_a_minute_and_must_be_a_sane_interval() {
         let mut spec = provider_spec();
         assert_eq!(

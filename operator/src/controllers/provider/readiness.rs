@@ -760,6 +760,88 @@ mod tests {
     }
 
     #[test]
+    fn standalone_hosts_and_datastore_clusters_make_failure_domains_with_their_placement() {
+        use crate::vsphere::{Cluster, Datacenter};
+        let mut p = fixtures::provider(
+            "vc",
+            json!({}),
+            json!({"storageClasses": [
+                {"name": "gold", "target": {"datastore": "ds-a"}},
+                {"name": "pooled", "target": {"datastoreCluster": "pod-1"}},
+            ]}),
+        );
+        p.spec.failure_domain_name_overrides = serde_json::from_value(
+            json!([{"datacenter": "DC", "cluster": "esxi-01", "name": "edge"}]),
+        )
+        .unwrap();
+        p.spec.placement = serde_json::from_value(json!({
+            "resourcePool": "team-a",
+            "folder": "apps",
+            "failureDomains": [{"name": "edge", "resourcePool": "edge-pool"}],
+        }))
+        .unwrap();
+        let inventory = Inventory {
+            datacenters: vec![Datacenter {
+                name: "DC".into(),
+                clusters: vec![
+                    Cluster {
+                        name: "C1".into(),
+                        datastores: vec!["ds-a".into()],
+                        ..Default::default()
+                    },
+                    Cluster {
+                        name: "esxi-01".into(),
+                        datastores: vec!["ds-b".into()],
+                        datastore_clusters: vec!["pod-1".into()],
+                        standalone: true,
+                    },
+                ],
+                portgroups: vec![],
+            }],
+        };
+        let fds = failure_domains(&p, &inventory).unwrap();
+        type Seen<'a> = (
+            &'a str,
+            bool,
+            &'a [String],
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        let seen: Vec<Seen> = fds
+            .iter()
+            .map(|f| {
+                (
+                    f.name.as_str(),
+                    f.standalone_host,
+                    f.storage_classes.as_slice(),
+                    f.resource_pool.as_deref(),
+                    f.folder.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "edge",
+                    true,
+                    &["pooled".to_string()][..],
+                    Some("edge-pool"),
+                    Some("apps")
+                ),
+                (
+                    "vc-dc-c1",
+                    false,
+                    &["gold".to_string()][..],
+                    Some("team-a"),
+                    Some("apps")
+                ),
+            ]
+        );
+        assert_eq!(fds[0].labels["cluster"], "esxi-01", "labels as a cluster's");
+    }
+
+    #[test]
     fn duplicate_names_are_an_error_naming_both() {
         let mut p = fixtures::provider("prod-vsphere", json!({}), json!({}));
         p.spec.failure_domain_name_overrides = serde_json::from_value(json!([

@@ -501,6 +501,47 @@ mod tests {
         );
     }
 
+    /// The failure domain's pool and folder go to the placement and the
+    /// VSphereMachine; a VirtualMachine's own win over them, each alone.
+    #[test]
+    fn a_vm_takes_its_failure_domains_pool_and_folder_unless_it_names_its_own() {
+        let mut fd = failure_domain("prod-vsphere-dc1-c1", "DC1", "C1");
+        fd["resourcePool"] = json!("team-a");
+        fd["folder"] = json!("apps/web");
+        let p = ready(
+            provider("prod-vsphere", json!({}), guide_capabilities()),
+            vec![fd],
+        );
+        let (class, image) = (guide_class(), image(&["prod-vsphere"]));
+        let placed = |placement: serde_json::Value| {
+            let vm = vm("x", placement);
+            let d = run(&vm, &class, &image, std::slice::from_ref(&p), &Load::new()).unwrap();
+            let machine = crate::controllers::virtualmachine::build::build(
+                &vm,
+                &class,
+                &image,
+                &d.placement,
+                d.template.clone(),
+            );
+            assert_eq!(
+                (&machine.spec.resource_pool, &machine.spec.folder),
+                (&d.placement.resource_pool, &d.placement.folder),
+                "the VSphereMachine has what was decided"
+            );
+            (d.placement.resource_pool, d.placement.folder)
+        };
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(placed(json!({})), (s("team-a"), s("apps/web")));
+        assert_eq!(
+            placed(json!({"folder": "apps/db"})),
+            (s("team-a"), s("apps/db"))
+        );
+        assert_eq!(
+            placed(json!({"resourcePool": "team-b/db", "folder": "db"})),
+            (s("team-b/db"), s("db"))
+        );
+    }
+
     #[test]
     fn spreads_to_the_least_loaded_failure_domain_ties_by_name() {
         let p = ready(

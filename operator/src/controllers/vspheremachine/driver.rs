@@ -659,6 +659,90 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// The placement is decided and written before the clone, and the clone
+    /// carries it: its pool and folder, the datastore chosen from the
+    /// datastore cluster, for the added disk on that cluster too.
+    #[tokio::test]
+    async fn the_placement_is_recorded_before_the_clone_which_carries_it() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        m.spec.resource_pool = Some("team-a".into());
+        m.spec.folder = Some("apps/web".into());
+        m.spec.disks[0].datastore = String::new();
+        m.spec.disks[0].datastore_cluster = Some("pod-1".into());
+        let mut data = m.spec.disks[0].clone();
+        data.name = "data".into();
+        m.spec.disks.push(data);
+        let mut store = Store {
+            crash_at: Some(Checkpoint::CloneSent),
+            ..Default::default()
+        };
+        let _ = run(&mut m, false, &mock, &mut store).await;
+        let persisted = store.persisted.clone().expect("persisted");
+        let status = persisted.status.unwrap_or_default();
+        assert!(
+            status.task.is_none(),
+            "crashed before the task was recorded"
+        );
+        assert_eq!(
+            status.placement,
+            Some(crate::api::PlacementStatus {
+                resource_pool: "/DC0/host/DC0_C0/Resources/team-a".into(),
+                folder: "/DC0/vm/apps/web".into(),
+                datastore: Some("/DC0/datastore/pod-1/pod-1-ds0".into()),
+                datastore_cluster: Some("pod-1".into()),
+                host: None,
+                note: Some("recommended by Storage DRS".into()),
+            }),
+            "written before the clone was sent"
+        );
+        let sent = mock.clone_requests();
+        assert_eq!(sent.len(), 1);
+        let placement = sent[0]
+            .placement
+            .clone()
+            .expect("the clone carries its placement");
+        assert_eq!(
+            super::placement_status(&placement),
+            status.placement.clone().unwrap()
+        );
+        assert_eq!(
+            (
+                sent[0].folder_is_path,
+                sent[0].shape.extra_disks[0].datastore.as_str()
+            ),
+            (true, "pod-1-ds0"),
+            "the added disk goes to the datastore chosen from its cluster"
+        );
+    }
+
+    /// A pool, folder or datastore that is not there fails the machine with
+    /// `PlacementNotFound` (retried with backoff), and nothing is cloned.
+    #[tokio::test]
+    async fn a_placement_that_is_not_there_fails_the_machine_and_clones_nothing() {
+        let mock = MockMachines::new();
+        mock.fail_next(
+            "place",
+            vsphere::Error::fault(
+                "NotFound",
+                "resource pool /DC0/host/DC0_C0/Resources/team-z not found",
+            ),
+        );
+        let mut m = machine("web");
+        m.spec.resource_pool = Some("team-z".into());
+        let mut store = Store::default();
+        let outcome = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("reconcile");
+        assert!(
+            matches!(&outcome, Outcome::Failed(message) if message.contains("team-z not found")),
+            "{outcome:?}"
+        );
+        assert_eq!(ready_reason(&m), reason::PLACEMENT_NOT_FOUND);
+        assert!(mock.clone_requests().is_empty(), "nothing cloned");
+        assert_eq!(mock.calls("clone"), 0);
+    }
+
     #[tokio::test]
     async fn clone_power_on_wait_for_ip_then_ready() {
         let mock = MockMachines::new();

@@ -1368,3 +1368,38 @@ mod tests {
         assert_eq!(second.status, first.status);
     }
 }
+
+#[cfg(test)]
+mod disk_datastore_tests {
+    use super::*;
+
+    /// A disk added later on a datastore cluster goes where the VM's disks
+    /// on that cluster went; on another cluster, the one with the most free
+    /// space (empty); a disk on a datastore, there.
+    #[test]
+    fn an_added_disk_on_a_datastore_cluster_follows_the_vms_choice() {
+        let disk = |datastore: &str, pod: Option<&str>| MachineDisk {
+            name: "data".into(),
+            size_gib: 1,
+            storage_class: "c".into(),
+            datastore: datastore.into(),
+            datastore_cluster: pod.map(Into::into),
+            provisioning: Default::default(),
+        };
+        let placed = PlacementStatus {
+            datastore: Some("/DC0/datastore/pod-1/ds%2f1".into()),
+            datastore_cluster: Some("pod-1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            disk_datastore(&disk("", Some("pod-1")), Some(&placed)),
+            "ds/1"
+        );
+        assert_eq!(disk_datastore(&disk("", Some("pod-2")), Some(&placed)), "");
+        assert_eq!(disk_datastore(&disk("", Some("pod-1")), None), "");
+        assert_eq!(
+            disk_datastore(&disk("LocalDS_0", None), Some(&placed)),
+            "LocalDS_0"
+        );
+    }
+}
