@@ -3,7 +3,8 @@
 //! (its last level made) per failure domain, a VirtualMachine's own folder,
 //! a storage class on a datastore cluster (Storage DRS's recommendation, and
 //! the most free space where Storage DRS is off), a standalone host as a
-//! failure domain, and a missing pool or folder as the Provider's reason.
+//! failure domain, a missing pool or folder as the Provider's reason, and a
+//! VirtualMachine's own missing pool as its machine's (`PlacementNotFound`).
 //! Each VM's pool, folder, datastore and host are read back from vCenter and
 //! compared with the VSphereMachine's `status.placement`.
 
@@ -520,7 +521,7 @@ async fn with_storage_drs_off_the_datastore_cluster_gives_its_datastore_with_the
 }
 
 #[tokio::test]
-async fn a_missing_pool_or_folder_is_the_providers_reason() {
+async fn a_missing_pool_or_folder_is_the_providers_reason_and_a_vms_own_its_machines() {
     let sim = simulator().await;
     let client = connect(&sim).await;
     arrange(&client, &[]).await;
@@ -539,7 +540,10 @@ async fn a_missing_pool_or_folder_is_the_providers_reason() {
             &sim,
             "fine",
             "  placement: { folder: apps/new, failureDomains: [{ name: cluster-zone, resourcePool: DC0_C0_RP1 }] }\n",
-        );
+        )
+        + COMMON
+        // A VirtualMachine's own pool is checked when its clone is placed.
+        + &vm("lost", "web", "cluster-zone", "    resourcePool: team-y\n");
     let mut world = world_of(&text);
     let vcenter = VCenter::default();
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
@@ -586,5 +590,34 @@ async fn a_missing_pool_or_folder_is_the_providers_reason() {
         .await
         .unwrap()
         .is_some());
+
+    // The one Ready Provider takes the VM, whose own pool is not there:
+    // PlacementNotFound, and nothing cloned.
+    check::apply(
+        &mut world,
+        &vcenter,
+        Instant::now() + Duration::from_secs(30),
+        &conditions::now(),
+    )
+    .await;
+    let lost = machine(&world, "lost");
+    assert_eq!(lost.spec.provider_ref.name, "fine");
+    let c = lost.ready_condition().expect("Ready");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "PlacementNotFound"),
+        "{}",
+        c.message
+    );
+    assert!(c.message.contains("team-y"), "{}", c.message);
+    assert!(
+        lost.status.as_ref().unwrap().task.is_none(),
+        "no clone sent"
+    );
+    assert!(client
+        .search_inventory_path("DC0/vm/apps/new/team-a-lost")
+        .await
+        .unwrap()
+        .is_none());
     let _ = client.close().await;
 }
