@@ -546,3 +546,70 @@ pub(super) fn placed_clone_spec(placement: &Placement) -> CloneSpec {
     }
     spec
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(path: &str, type_: &str, mo_ref: &str) -> Located {
+        Located {
+            path: path.into(),
+            type_: type_.into(),
+            mo_ref: mo_ref.into(),
+        }
+    }
+
+    /// What `CloneVM_Task` carries of a placement: its folder, pool,
+    /// datastore and (a standalone host's) host in the relocate spec.
+    #[test]
+    fn the_clone_spec_carries_the_whole_placement() {
+        let placement = Placement {
+            resource_pool: at("/DC0/host/DC0_H0/Resources", "ResourcePool", "resgroup-9"),
+            folder: at("/DC0/vm/edge", "Folder", "group-v7"),
+            datastore: Some(at("/DC0/datastore/pod/ds-2", "Datastore", "datastore-2")),
+            datastore_cluster: Some("pod".into()),
+            host: Some(at("/DC0/host/DC0_H0/DC0_H0", "HostSystem", "host-5")),
+            note: None,
+        };
+        let template = ManagedObjectReference {
+            type_: "VirtualMachine".into(),
+            value: "vm-1".into(),
+        };
+        let spec = placed_clone_spec(&placement)
+            .to_vim(&template, &[], None)
+            .expect("a clone spec");
+        let r = |type_: &str, value: &str| {
+            Some(ManagedObjectReference {
+                type_: type_.into(),
+                value: value.into(),
+            })
+        };
+        let location = spec.location;
+        assert_eq!(location.folder, r("Folder", "group-v7"));
+        assert_eq!(location.pool, r("ResourcePool", "resgroup-9"));
+        assert_eq!(location.datastore, r("Datastore", "datastore-2"));
+        assert_eq!(location.host, r("HostSystem", "host-5"));
+
+        // A cluster's: no host (DRS chooses), the template's datastore.
+        let cluster = Placement {
+            host: None,
+            datastore: None,
+            ..placement
+        };
+        let location = placed_clone_spec(&cluster)
+            .to_vim(&template, &[], None)
+            .expect("a clone spec")
+            .location;
+        assert_eq!((location.host, location.datastore), (None, None));
+    }
+
+    #[test]
+    fn user_paths_lose_their_empty_levels() {
+        assert_eq!(clean("/team-a//web/"), "team-a/web");
+        assert_eq!(clean("a%2fb"), "a%2fb");
+        assert_eq!(
+            located("DC0/vm/apps", ManagedObjectReference::default()).path,
+            "/DC0/vm/apps"
+        );
+    }
+}
