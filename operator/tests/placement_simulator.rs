@@ -539,7 +539,13 @@ async fn a_missing_pool_or_folder_is_the_providers_reason_and_a_vms_own_its_mach
         + &provider(
             &sim,
             "fine",
-            "  placement: { folder: apps/new, failureDomains: [{ name: cluster-zone, resourcePool: DC0_C0_RP1 }] }\n",
+            "  placement: { folder: apps/new, failureDomains: [{ name: cluster-zone, resourcePool: /DC0/host/DC0_C0/Resources/DC0_C0_RP1 }, \
+             { name: single-esxi, folder: /DC0/vm/apps/edge }] }\n",
+        )
+        + &provider(
+            &sim,
+            "elsewhere",
+            "  placement: { failureDomains: [{ name: single-esxi, resourcePool: /DC0/host/DC0_C0/Resources/DC0_C0_RP1 }] }\n",
         )
         + COMMON
         // A VirtualMachine's own pool is checked when its clone is placed.
@@ -578,18 +584,30 @@ async fn a_missing_pool_or_folder_is_the_providers_reason_and_a_vms_own_its_mach
         message.contains("/DC0/host/DC0_C0/Resources/DC0_C0/DC0_C0_RP1 not found"),
         "{message}"
     );
+    // An inventory path must be under the failure domain's own root pool.
+    let (status, reason, message) = ready(&world, "elsewhere");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ResourcePoolNotFound"),
+        "{message}"
+    );
+    assert!(
+        message.contains("is not under the failure domain's root pool /DC0/host/DC0_H0/Resources"),
+        "{message}"
+    );
     let (status, reason, message) = ready(&world, "fine");
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("True", "Connected"),
         "{message}"
     );
-    // Its folder was made at readiness, before any VM.
-    assert!(client
-        .search_inventory_path("DC0/vm/apps/new")
-        .await
-        .unwrap()
-        .is_some());
+    // Its folders were made at readiness, before any VM.
+    for made in ["DC0/vm/apps/new", "DC0/vm/apps/edge"] {
+        assert!(
+            client.search_inventory_path(made).await.unwrap().is_some(),
+            "{made}"
+        );
+    }
 
     // The one Ready Provider takes the VM, whose own pool is not there:
     // PlacementNotFound, and nothing cloned.

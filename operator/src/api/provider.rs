@@ -82,14 +82,16 @@ pub const PLACEMENT_NAMES_UNIQUE_RULE: &str =
 #[serde(rename_all = "camelCase")]
 pub struct PoolAndFolder {
     /// A path under the failure domain's root resource pool (`team-a`,
-    /// `team-a/web`), or the name of a pool anywhere under it (one pool of
-    /// that name). The root pool when unset.
+    /// `team-a/web`), an inventory path under it
+    /// (`/DC0/host/C0/Resources/team-a`), or the name of a pool anywhere
+    /// under it (one pool of that name). The root pool when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub resource_pool: Option<String>,
-    /// A path under the datacenter's VM folder (`apps/web`): its last level
-    /// is made when absent (as `mkdir` would), the levels above must exist.
-    /// `banlieue-<failure domain>` when unset.
+    /// A path under the datacenter's VM folder (`apps/web`, or the inventory
+    /// path `/DC0/vm/apps/web`): its last level is made when absent (as
+    /// `mkdir` would), the levels above must exist. `banlieue-<failure
+    /// domain>` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub folder: Option<String>,

@@ -3,11 +3,12 @@
 //! names ([`Session::verify_placement`](crate::vsphere::Session)).
 //!
 //! - A resource pool is a path under the compute resource's root pool
-//!   (`team-a/web`) or, written without `/`, a pool's name anywhere under it
-//!   (exactly one pool of that name).
+//!   (`team-a/web`), an inventory path under it (`/DC0/host/C0/Resources/team-a`)
+//!   or, written without `/`, a pool's name anywhere under it (exactly one
+//!   pool of that name).
 //! - A configured folder is a path under the datacenter's VM folder
-//!   (`apps/web`): its last level is made when absent, the levels above must
-//!   exist. The default folder (`banlieue-<failure domain>`) is made right
+//!   (`apps/web`, or `/DC0/vm/apps/web`): its last level is made when absent,
+//!   the levels above must exist. The default folder (`banlieue-<failure domain>`) is made right
 //!   under the VM folder.
 //! - A datastore cluster (StoragePod, by name in the datacenter's datastore
 //!   folder) gives the datastore Storage DRS recommends for this clone
@@ -84,9 +85,22 @@ impl VCenterSession {
                 "no cluster or host {cluster:?} with a root resource pool in datacenter {datacenter:?}"
             )));
         };
-        let Some(pool) = pool.map(clean).filter(|p| !p.is_empty()) else {
+        let absolute = pool.is_some_and(|p| p.starts_with('/'));
+        let Some(mut pool) = pool.map(clean).filter(|p| !p.is_empty()) else {
             return Ok(Ok(located(&root_path, root)));
         };
+        if absolute {
+            // An inventory path: under this failure domain's root pool.
+            match pool.strip_prefix(&format!("{root_path}/")) {
+                Some(under) => pool = under.to_string(),
+                None if pool == root_path => return Ok(Ok(located(&root_path, root))),
+                None => {
+                    return Ok(Err(format!(
+                        "resource pool /{pool} is not under the failure domain's root pool /{root_path}"
+                    )))
+                }
+            }
+        }
         let path = format!("{root_path}/{pool}");
         if let Some(found) = self.lookup(&path, fresh).await? {
             if matches!(found.type_.as_str(), "ResourcePool" | "VirtualApp") {
@@ -97,7 +111,7 @@ impl VCenterSession {
                 found.type_
             )));
         }
-        if pool.contains('/') {
+        if absolute || pool.contains('/') {
             return Ok(Err(format!("resource pool /{path} not found")));
         }
         self.pool_named(&root_path, &root, &pool).await
@@ -166,12 +180,23 @@ impl VCenterSession {
         is_path: bool,
         fresh: bool,
     ) -> Result<Result<Located, String>, Error> {
-        let relative = if is_path {
-            clean(folder)
-        } else {
-            escape_name(folder)
-        };
         let vm_folder = format!("{}/vm", escape_name(datacenter));
+        let relative = if !is_path {
+            escape_name(folder)
+        } else if folder.starts_with('/') {
+            // An inventory path: under this datacenter's VM folder.
+            let absolute = clean(folder);
+            match absolute.strip_prefix(&format!("{vm_folder}/")) {
+                Some(under) => under.to_string(),
+                None => {
+                    return Ok(Err(format!(
+                        "folder /{absolute} is not under the datacenter's VM folder /{vm_folder}"
+                    )))
+                }
+            }
+        } else {
+            clean(folder)
+        };
         let path = format!("{vm_folder}/{relative}");
         if let Some(found) = self.lookup(&path, fresh).await? {
             if found.type_ == "Folder" {
