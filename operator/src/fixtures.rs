@@ -141,6 +141,7 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
                 size_gib: 20,
                 storage_class: "fast".into(),
                 datastore: "LocalDS_0".into(),
+                datastore_cluster: None,
                 provisioning: Default::default(),
             }],
             network_interfaces: vec![],
@@ -156,6 +157,8 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
             restart_requested_at: None,
             hostname: None,
             machine_cloud_config_secret_refs: vec![],
+            resource_pool: None,
+            folder: None,
         },
     );
     m.metadata.namespace = Some("ns".into());

@@ -21,6 +21,7 @@ fn script() -> Script {
     let cluster = |name: &str| Cluster {
         name: name.into(),
         datastores: vec!["ds-fast-01".into()],
+        ..Default::default()
     };
     Script {
         inventory: Inventory {
@@ -127,7 +128,22 @@ async fn the_guide_schedules_end_to_end() {
         status.scheduled.as_ref().unwrap().failure_domain,
         "prod-vsphere-dc1-c1"
     );
+    // The Provider's folder for its failure domains; the VirtualMachine's own wins.
+    assert!(provider
+        .status
+        .as_ref()
+        .unwrap()
+        .failure_domains
+        .iter()
+        .all(|f| f.folder.as_deref() == Some("banlieue-vms")));
     let machine = &world.machines[0];
+    assert_eq!(
+        (
+            machine.spec.resource_pool.as_deref(),
+            machine.spec.folder.as_deref()
+        ),
+        (None, Some("db-prod"))
+    );
     assert_eq!(machine.spec.template.mo_ref.as_deref(), Some("vm-101"));
     assert_eq!(machine.spec.desired_power_state, PowerState::PoweredOn);
     assert_eq!(

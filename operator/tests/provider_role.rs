@@ -197,6 +197,7 @@ fn script(password: &str) -> Script {
     let cluster = |name: &str| Cluster {
         name: name.into(),
         datastores: vec!["ds-fast-01".into()],
+        ..Default::default()
     };
     Script {
         inventory: Inventory {

@@ -191,10 +191,19 @@ async fn failure_domains_names_overrides_hashes_and_classes() {
         [
             "prod-vsphere-dc0-dc0-c0",
             "prod-vsphere-dc0-dc0-c1",
+            "prod-vsphere-dc0-dc0-h0",
             "prod-vsphere-dc1-dc1-c1",
+            "prod-vsphere-dc1-dc1-h0",
             "west-zero"
         ]
     );
+    // A host outside any cluster is a failure domain of its own.
+    let standalone: Vec<&str> = fds
+        .iter()
+        .filter(|f| f.standalone_host)
+        .map(|f| f.cluster.as_str())
+        .collect();
+    assert_eq!(standalone, ["DC0_H0", "DC1_H0"]);
 
     let c1 = fd(fds, "prod-vsphere-dc0-dc0-c1");
     assert_eq!(
@@ -242,7 +251,7 @@ async fn failure_domains_names_overrides_hashes_and_classes() {
         .failure_domains
         .iter()
         .collect();
-    assert_eq!(long.len(), 4);
+    assert_eq!(long.len(), 6, "4 clusters, 2 standalone hosts");
     for f in &long {
         assert!(format!("{long_name}-{}-{}", f.datacenter, f.cluster).len() > 63);
         assert!(
@@ -262,7 +271,7 @@ async fn failure_domains_names_overrides_hashes_and_classes() {
         assert_eq!(f.labels["name"], f.name);
     }
     let distinct: std::collections::BTreeSet<&str> = long.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(distinct.len(), 4);
+    assert_eq!(distinct.len(), 6);
 
     // One session per Provider.
     assert_eq!(vcenter.providers(), [key(long_name), key("prod-vsphere")]);
@@ -533,7 +542,8 @@ async fn soap_calls_per_reconcile_do_not_grow_with_the_inventory() {
         ..Default::default()
     })
     .await;
-    let small_calls = count_calls(&small, 8).await;
+    // 2 x 4 clusters and a standalone host per datacenter.
+    let small_calls = count_calls(&small, 10).await;
     drop(small);
     let first_login = BTreeMap::from([
         ("Login", 1),
@@ -558,7 +568,7 @@ async fn soap_calls_per_reconcile_do_not_grow_with_the_inventory() {
         ..Default::default()
     })
     .await;
-    let large_calls = count_calls(&large, 18).await;
+    let large_calls = count_calls(&large, 21).await;
     assert_eq!(
         large_calls, small_calls,
         "same calls for 3x6 clusters and 3x the VMs"
@@ -595,8 +605,10 @@ async fn paged_walks_see_the_whole_inventory() {
         [
             "prod-vsphere-dc0-dc0-c0",
             "prod-vsphere-dc0-dc0-c1",
+            "prod-vsphere-dc0-dc0-h0",
             "prod-vsphere-dc1-dc1-c0",
-            "prod-vsphere-dc1-dc1-c1"
+            "prod-vsphere-dc1-dc1-c1",
+            "prod-vsphere-dc1-dc1-h0"
         ]
     );
     assert!(

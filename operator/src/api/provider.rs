@@ -59,6 +59,96 @@ pub struct ProviderSpec {
         {"rule": OVERRIDE_NAMES_UNIQUE_RULE, "message": "two overrides give one failure-domain name"},
     ]))]
     pub failure_domain_name_overrides: Vec<FailureDomainNameOverride>,
+    /// Where VMs go within each failure domain: the resource pool and VM
+    /// folder of every failure domain, and of chosen ones. Verified at each
+    /// reconcile: a pool that is not there, or a folder that cannot be made,
+    /// makes the Provider `Ready=False` (`ResourcePoolNotFound`, `FolderNotFound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<ProviderPlacement>,
+}
+
+/// The CEL rule of a storage target: a datastore or a datastore cluster, one of them.
+pub const STORAGE_TARGET_ONE_RULE: &str = "has(self.datastore) != has(self.datastoreCluster)";
+pub const STORAGE_TARGET_ONE_MESSAGE: &str =
+    "target: set exactly one of datastore or datastoreCluster";
+
+/// The CEL rule of `spec.placement.failureDomains`: one entry per failure domain.
+pub const PLACEMENT_NAMES_UNIQUE_RULE: &str =
+    "self.all(o, self.filter(p, p.name == o.name).size() == 1)";
+
+/// A resource pool and a VM folder within a failure domain, each optional.
+/// A name holding a `/` is written `%2f`, as in vSphere inventory paths.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolAndFolder {
+    /// A path under the failure domain's root resource pool (`team-a`,
+    /// `team-a/web`), an inventory path under it
+    /// (`/DC0/host/C0/Resources/team-a`), or the name of a pool anywhere
+    /// under it (one pool of that name). The root pool when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub resource_pool: Option<String>,
+    /// A path under the datacenter's VM folder (`apps/web`, or the inventory
+    /// path `/DC0/vm/apps/web`): its last level is made when absent (as
+    /// `mkdir` would), the levels above must exist. `banlieue-<failure
+    /// domain>` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub folder: Option<String>,
+}
+
+impl PoolAndFolder {
+    /// `self`'s values, `under`'s where `self` has none.
+    pub fn or(&self, under: &PoolAndFolder) -> PoolAndFolder {
+        PoolAndFolder {
+            resource_pool: self
+                .resource_pool
+                .clone()
+                .or_else(|| under.resource_pool.clone()),
+            folder: self.folder.clone().or_else(|| under.folder.clone()),
+        }
+    }
+}
+
+/// A Provider's placement: defaults for every failure domain, and per
+/// failure domain (by its name) values that win over them. A
+/// VirtualMachine's `spec.placement` wins over both.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderPlacement {
+    #[serde(flatten)]
+    pub defaults: PoolAndFolder,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), extend("x-kubernetes-validations" = [
+        {"rule": PLACEMENT_NAMES_UNIQUE_RULE, "message": "a failure domain is listed twice"},
+    ]))]
+    pub failure_domains: Vec<FailureDomainPlacement>,
+}
+
+/// The resource pool and folder of one failure domain.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomainPlacement {
+    /// The failure domain's name (`status.failureDomains[].name`).
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    #[serde(flatten)]
+    pub placement: PoolAndFolder,
+}
+
+impl ProviderSpec {
+    /// The resource pool and folder the Provider gives failure domain `name`.
+    pub fn placement_of(&self, name: &str) -> PoolAndFolder {
+        let Some(placement) = &self.placement else {
+            return PoolAndFolder::default();
+        };
+        placement
+            .failure_domains
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.placement.or(&placement.defaults))
+            .unwrap_or_else(|| placement.defaults.clone())
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -159,10 +249,23 @@ pub struct StorageClass {
     pub target: StorageTarget,
 }
 
+/// Where a storage class's disks go: a datastore, or a datastore cluster
+/// (StoragePod) whose datastore Storage DRS recommends for each clone (the
+/// one with the most free space where Storage DRS is off).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": STORAGE_TARGET_ONE_RULE,
+    "message": STORAGE_TARGET_ONE_MESSAGE,
+}]))]
 pub struct StorageTarget {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1))]
     pub datastore: String,
+    /// A datastore cluster's name, instead of `datastore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub datastore_cluster: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -195,7 +298,7 @@ pub struct FailureDomainNameOverride {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderStatus {
-    /// One per (datacenter, cluster) the provider found in vCenter.
+    /// One per (datacenter, cluster or standalone host) the provider found in vCenter.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failure_domains: Vec<FailureDomain>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -205,17 +308,30 @@ pub struct ProviderStatus {
     pub observed_generation: Option<i64>,
 }
 
-/// A placement zone: one vSphere cluster of one datacenter.
+/// A placement zone: one vSphere cluster, or one standalone host, of one datacenter.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureDomain {
     pub name: String,
     pub datacenter: String,
+    /// The cluster's name, or the standalone host's (its compute resource's).
     pub cluster: String,
+    /// A host outside any cluster (a `ComputeResource`), not a cluster.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standalone_host: bool,
+    /// The resource pool VMs go to (`spec.placement`), verified to exist;
+    /// the root pool when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_pool: Option<String>,
+    /// The VM folder VMs go to (`spec.placement`), verified or made;
+    /// `banlieue-<name>` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     /// `name`, `datacenter`, `cluster`: what `failureDomainSelector` matches.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    /// Storage classes whose datastore is mounted on this cluster.
+    /// Storage classes whose datastore is mounted on this cluster (for a
+    /// datastore cluster: one of its datastores is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub storage_classes: Vec<String>,
     /// Network classes whose portgroup exists in this datacenter.

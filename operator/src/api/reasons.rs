@@ -41,6 +41,14 @@ pub mod provider {
         DUPLICATE_FAILURE_DOMAIN = "DuplicateFailureDomainName", "Ready=False" =>
             "Two (datacenter, cluster) pairs resolve to one failure-domain name (two overrides, or an override \
              and a generated name); the message names both.";
+        RESOURCE_POOL_NOT_FOUND = "ResourcePoolNotFound", "Ready=False" =>
+            "A resource pool of `spec.placement` is not in a failure domain it applies to (or its name is \
+             ambiguous there); the message names the pool and the failure domain. Looked at again with backoff. \
+             The last known failure domains are kept.";
+        FOLDER_NOT_FOUND = "FolderNotFound", "Ready=False" =>
+            "A folder of `spec.placement` cannot be had in a datacenter: a level above its last is missing (only \
+             the last level is made), or a non-folder is in the way, or making it failed; the message names the \
+             folder and the datacenter. Looked at again with backoff. The last known failure domains are kept.";
         CACHES_NOT_SYNCED = "CachesNotSynced", "Ready=False" =>
             "The provider role's watch caches are not synced yet, so the Provider is not reconciled; see the \
              provider's log.";
@@ -123,6 +131,10 @@ pub mod vspheremachine {
              or the pool grows.";
         FAILED = "Failed", "Ready=False" =>
             "A task or call failed, or the machine cannot be made as asked; the message says why.";
+        PLACEMENT_NOT_FOUND = "PlacementNotFound", "Ready=False" =>
+            "The clone's resource pool, the folder above its VM folder, its datastore or datastore cluster is \
+             not in vCenter (the message names it; a VirtualMachine's own `placement` is only verified here). \
+             Nothing is cloned; retried with backoff.";
         DELETING = "Deleting", "Ready=False" => "The VM is being powered off and destroyed.";
         PROVIDER_NOT_FOUND = "ProviderNotFound", "Ready=False" =>
             "The Provider the machine names does not exist: recreate it, or remove the finalizer to leave the VM.";

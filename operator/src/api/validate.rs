@@ -9,7 +9,7 @@ use kube::core::Selector;
 
 use crate::api::{
     IpPool, LabelSelector, ProviderSpec, VMClassSpec, VMImageSpec, VirtualMachineSpec,
-    CA_BUNDLE_EXACTLY_ONE_MESSAGE, POOL_GROUP_KIND_MESSAGE,
+    CA_BUNDLE_EXACTLY_ONE_MESSAGE, POOL_GROUP_KIND_MESSAGE, STORAGE_TARGET_ONE_MESSAGE,
 };
 
 /// One problem, naming the field it is about.
@@ -127,6 +127,23 @@ pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
                 ),
             ));
         }
+    }
+    for (i, class) in spec.capabilities.storage_classes.iter().enumerate() {
+        let target = &class.target;
+        if target.datastore.is_empty() == target.datastore_cluster.is_none() {
+            let message = STORAGE_TARGET_ONE_MESSAGE.trim_start_matches("target: ");
+            errors.push(error(
+                format!("spec.capabilities.storageClasses[{i}].target"),
+                message,
+            ));
+        }
+    }
+    if let Some(placement) = &spec.placement {
+        duplicates(
+            placement.failure_domains.iter().map(|f| f.name.as_str()),
+            "spec.placement.failureDomains",
+            &mut errors,
+        );
     }
     errors.extend(failure_domain_name_clashes(spec));
     errors
@@ -390,6 +407,31 @@ mod tests {
             ..Default::default()
         });
         assert!(provider(&spec).is_empty());
+    }
+
+    #[test]
+    fn a_storage_target_is_a_datastore_or_a_datastore_cluster_and_placements_are_unique() {
+        let mut spec = provider_spec();
+        spec.capabilities.storage_classes = serde_json::from_value(serde_json::json!([
+            {"name": "a", "target": {"datastore": "ds"}},
+            {"name": "b", "target": {"datastoreCluster": "pod"}},
+            {"name": "c", "target": {"datastore": "ds", "datastoreCluster": "pod"}},
+            {"name": "d", "target": {}},
+        ]))
+        .unwrap();
+        spec.placement = serde_json::from_value(serde_json::json!({
+            "failureDomains": [{"name": "z", "folder": "f"}, {"name": "z", "resourcePool": "p"}],
+        }))
+        .unwrap();
+        let paths: Vec<String> = provider(&spec).into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.capabilities.storageClasses[2].target: set exactly one of datastore or datastoreCluster",
+                "spec.capabilities.storageClasses[3].target: set exactly one of datastore or datastoreCluster",
+                "spec.placement.failureDomains: \"z\" is listed twice",
+            ]
+        );
     }
 
     #[test]

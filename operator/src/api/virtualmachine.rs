@@ -3,8 +3,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    conditions_schema, CloudConfig, Condition, LabelSelector, LocalObjectReference, PowerState,
-    SnapshotRetention, StaticIp,
+    conditions_schema, CloudConfig, Condition, LabelSelector, LocalObjectReference, PoolAndFolder,
+    PowerState, SnapshotRetention, StaticIp,
 };
 
 /// The annotation that asks for a restart of the guest, holding a timestamp
@@ -45,6 +45,11 @@ pub struct VirtualMachineSpec {
     /// The VMImage (cluster-scoped). Immutable.
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "imageRef is immutable"}]))]
     pub image_ref: LocalObjectReference,
+    /// Where the VM may go (Provider and failure domain selectors) and where
+    /// in vCenter: its own `resourcePool` and `folder`, written as the
+    /// Provider's `spec.placement` ones are and in place of them. These are
+    /// not verified before the clone: one that is not in vCenter makes the
+    /// VSphereMachine `Ready=False`, reason `PlacementNotFound`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<Placement>,
     #[serde(default)]
@@ -110,6 +115,9 @@ pub struct Placement {
     /// Matched against `status.failureDomains[].labels` of the Provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_domain_selector: Option<LabelSelector>,
+    /// This VM's resource pool and folder (see `placement`).
+    #[serde(flatten)]
+    pub target: PoolAndFolder,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -164,6 +172,14 @@ pub struct ScheduledPlacement {
     pub failure_domain: String,
     pub datacenter: String,
     pub cluster: String,
+    /// The resource pool: the VirtualMachine's `spec.placement`, else the
+    /// failure domain's (none: the root pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_pool: Option<String>,
+    /// The VM folder: the VirtualMachine's `spec.placement`, else the
+    /// failure domain's (none: `banlieue-<failure domain>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub storage: Vec<ResolvedStorage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -174,7 +190,11 @@ pub struct ScheduledPlacement {
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedStorage {
     pub storage_class: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub datastore: String,
+    /// The datastore cluster, when the storage class targets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore_cluster: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]

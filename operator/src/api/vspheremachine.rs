@@ -85,6 +85,16 @@ pub struct VSphereMachineSpec {
     /// cloud-config, merged after `cloudConfigSecretRefs`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machine_cloud_config_secret_refs: Vec<LocalObjectReference>,
+    /// The clone's resource pool (a path under the failure domain's root
+    /// pool, or a pool's name): the VirtualMachine's, else its failure
+    /// domain's; the root pool when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_pool: Option<String>,
+    /// The clone's VM folder (a path under the datacenter's VM folder, its
+    /// last level made when absent): the VirtualMachine's, else its failure
+    /// domain's; `banlieue-<failure domain>` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -105,7 +115,12 @@ pub struct MachineDisk {
     #[schemars(range(min = 1))]
     pub size_gib: u64,
     pub storage_class: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub datastore: String,
+    /// The datastore cluster the disk's datastore is chosen from (at clone
+    /// time; the choice is in `status.placement`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore_cluster: Option<String>,
     #[serde(default)]
     pub provisioning: Provisioning,
 }
@@ -178,6 +193,34 @@ pub struct VSphereMachineStatus {
     /// decided on (see `resize.changeVersion`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disks_change_version: Option<String>,
+    /// Where the clone was placed, as decided before it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementStatus>,
+}
+
+/// The placement of a clone: every choice made for it, as inventory paths.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementStatus {
+    /// The resource pool (`/DC0/host/C0/Resources/team-a`).
+    pub resource_pool: String,
+    /// The VM folder (`/DC0/vm/apps/web`).
+    pub folder: String,
+    /// The datastore of the VM's files and first disk; absent when the
+    /// clone stays on the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore: Option<String>,
+    /// The datastore cluster `datastore` was chosen from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore_cluster: Option<String>,
+    /// The host, where the placement names one (a standalone host's failure
+    /// domain); in a cluster DRS chooses (`status.host` is where it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// How the datastore was chosen from its datastore cluster: Storage DRS's
+    /// recommendation, or the most free space and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One of `spec.disks` and its place among the VM's virtual disks.

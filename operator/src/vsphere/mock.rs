@@ -13,14 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    CloneRequest, ConnectParams, DiskChanges, Error, ErrorKind, FoundTemplate, Inventory, Machines,
-    Resize, ServerIdentity, Session, Shape, SnapshotFacts, SnapshotRequest, Snapshots, TaskFacts,
-    TaskState, VSphere, VmFacts,
+    CloneRequest, ConnectParams, DiskChanges, Error, ErrorKind, FoundTemplate, Inventory, Located,
+    Machines, Placement, PlacementMissing, PlacementTarget, Resize, ServerIdentity, Session, Shape,
+    SnapshotFacts, SnapshotRequest, Snapshots, TaskFacts, TaskState, VSphere, VmFacts,
 };
 
 #[derive(Debug)]
 enum Pending {
-    Clone(CloneRequest),
+    Clone(Box<CloneRequest>),
     Reconfigure(String, Shape),
     Resize(String, Resize),
     Disks(String, DiskChanges),
@@ -508,6 +508,45 @@ impl Machines for MockMachines {
         Ok(facts)
     }
 
+    /// The scripted placement: the request's pool and folder as paths, its
+    /// datastore, or the first datastore (`<cluster>-ds0`) of its datastore
+    /// cluster as Storage DRS's recommendation.
+    async fn place(&self, request: &CloneRequest) -> Result<Placement, Error> {
+        self.enter("place")?;
+        let located = |path: String, type_: &str| Located {
+            mo_ref: format!("{type_}:{path}"),
+            type_: type_.into(),
+            path,
+        };
+        let dc = &request.datacenter;
+        let pool = match &request.resource_pool {
+            Some(p) => format!("/{dc}/host/{}/Resources/{p}", request.cluster),
+            None => format!("/{dc}/host/{}/Resources", request.cluster),
+        };
+        let (datastore, note) = match (&request.datastore_cluster, &request.datastore) {
+            (Some(pod), _) => (
+                Some(located(
+                    format!("/{dc}/datastore/{pod}/{pod}-ds0"),
+                    "Datastore",
+                )),
+                Some("recommended by Storage DRS".to_string()),
+            ),
+            (None, Some(ds)) => (
+                Some(located(format!("/{dc}/datastore/{ds}"), "Datastore")),
+                None,
+            ),
+            (None, None) => (None, None),
+        };
+        Ok(Placement {
+            resource_pool: located(pool, "ResourcePool"),
+            folder: located(format!("/{dc}/vm/{}", request.folder), "Folder"),
+            datastore,
+            datastore_cluster: request.datastore_cluster.clone(),
+            host: None,
+            note,
+        })
+    }
+
     async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
         self.enter("clone")?;
         let taken = |s: &State| {
@@ -523,7 +562,7 @@ impl Machines for MockMachines {
             ));
         }
         self.with(|s| s.clone_requests.push(request.clone()));
-        Ok(self.start(Pending::Clone(request.clone())))
+        Ok(self.start(Pending::Clone(Box::new(request.clone()))))
     }
 
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
@@ -604,6 +643,8 @@ pub struct Script {
     pub connect_error: Option<Error>,
     pub inventory_error: Option<Error>,
     pub lookup_error: Option<Error>,
+    /// What `verify_placement` says is missing, by pool or folder value.
+    pub missing_placement: Vec<(String, PlacementMissing)>,
     /// The VMs and tasks of the lifecycle (shared by every session).
     pub machines: MockMachines,
 }
@@ -688,6 +729,19 @@ impl Session for MockSession {
         }
     }
 
+    async fn verify_placement(
+        &self,
+        target: &PlacementTarget,
+    ) -> Result<Option<PlacementMissing>, Error> {
+        let asked = [&target.resource_pool, &target.folder];
+        Ok(self
+            .script
+            .missing_placement
+            .iter()
+            .find(|(value, _)| asked.iter().any(|a| a.as_deref() == Some(value.as_str())))
+            .map(|(_, missing)| missing.clone()))
+    }
+
     async fn find_template(
         &self,
         name: &str,
@@ -733,6 +787,9 @@ impl Machines for MockSession {
             .machines
             .wait_task(mo_ref, timeout, on_progress)
             .await
+    }
+    async fn place(&self, request: &CloneRequest) -> Result<Placement, Error> {
+        self.script.machines.place(request).await
     }
     async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
         self.script.machines.start_clone(request).await

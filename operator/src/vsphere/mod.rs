@@ -100,11 +100,71 @@ pub struct Datacenter {
     pub portgroups: Vec<String>,
 }
 
+/// A compute resource VMs can go to: a cluster, or a host outside any
+/// cluster (a standalone host, whose compute resource bears its name).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cluster {
     pub name: String,
     /// Names of the datastores mounted on (every host of) the cluster.
     pub datastores: Vec<String>,
+    /// Names of the datastore clusters (StoragePods) holding one of `datastores`.
+    pub datastore_clusters: Vec<String>,
+    /// A standalone host (`ComputeResource`), not a cluster.
+    pub standalone: bool,
+}
+
+/// A resource pool and folder a Provider gives a failure domain, verified at
+/// its reconcile ([`Session::verify_placement`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlacementTarget {
+    pub datacenter: String,
+    /// The cluster's (or standalone host's) name.
+    pub cluster: String,
+    /// A path under the compute resource's root pool, or a pool's name.
+    pub resource_pool: Option<String>,
+    /// A path under the datacenter's VM folder; its last level is made when absent.
+    pub folder: Option<String>,
+}
+
+/// Why a [`PlacementTarget`] cannot be had: what is missing, said in full.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlacementMissing {
+    ResourcePool(String),
+    Folder(String),
+}
+
+/// An inventory object a placement chose: its path and reference.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Located {
+    /// The inventory path (`/DC0/host/C0/Resources/team-a`).
+    pub path: String,
+    /// Its managed object type and reference value.
+    pub type_: String,
+    pub mo_ref: String,
+}
+
+impl Located {
+    /// The last level of the path, unescaped: the object's name.
+    pub fn name(&self) -> String {
+        let last = self.path.rsplit('/').next().unwrap_or_default();
+        vsphere_client::inventory::unescape_name(last)
+    }
+}
+
+/// Where a clone goes, decided before it is sent ([`Machines::place`]) and
+/// recorded in the VSphereMachine's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub resource_pool: Located,
+    pub folder: Located,
+    /// The VM's datastore; `None`: the template's.
+    pub datastore: Option<Located>,
+    /// The datastore cluster `datastore` was chosen from.
+    pub datastore_cluster: Option<String>,
+    /// The host, when the compute resource is a standalone host.
+    pub host: Option<Located>,
+    /// How the datastore was chosen from the datastore cluster.
+    pub note: Option<String>,
 }
 
 /// A template found in one datacenter.
@@ -260,6 +320,13 @@ pub trait Session: Machines + Snapshots {
     /// round trips as the PropertyCollector allows.
     fn inventory(&self) -> impl Future<Output = Result<Inventory, Error>> + Send;
 
+    /// Verifies a failure domain's resource pool and folder, making the
+    /// folder's last level when it is absent; what is missing, if anything.
+    fn verify_placement(
+        &self,
+        target: &PlacementTarget,
+    ) -> impl Future<Output = Result<Option<PlacementMissing>, Error>> + Send;
+
     /// For each datacenter in `datacenters`, the template named `name` there
     /// (a template, not a plain VM), or `None` when it has none.
     fn find_template(
@@ -370,7 +437,10 @@ pub struct TaskFacts {
 pub struct ExtraDisk {
     pub size_gib: u64,
     pub provisioning: Provisioning,
+    /// The datastore's name (empty: the one of `datastore_cluster` with the most free space).
     pub datastore: String,
+    /// The datastore cluster holding `datastore`.
+    pub datastore_cluster: Option<String>,
 }
 
 /// A NIC of the clone (the template's NICs are replaced).
@@ -437,9 +507,36 @@ pub struct CloneRequest {
     pub folder: String,
     pub template_name: String,
     pub template_mo_ref: Option<String>,
-    /// Where the VM's files and root disk go (the template's datastore when `None`).
+    /// Where the VM's files and root disk go (the template's datastore when
+    /// `None` and no `datastore_cluster`).
     pub datastore: Option<String>,
+    /// The datastore cluster the VM's datastore is chosen from (Storage DRS).
+    pub datastore_cluster: Option<String>,
+    /// A path under the compute resource's root pool, or a pool's name (the root pool when `None`).
+    pub resource_pool: Option<String>,
+    /// `folder` is a path under the datacenter's VM folder whose levels
+    /// above the last must exist (a configured folder); otherwise a folder
+    /// made right under the VM folder (`banlieue-<failure domain>`).
+    pub folder_is_path: bool,
+    /// Where it goes, once [`Machines::place`] decided (see [`CloneRequest::placed`]).
+    pub placement: Option<Placement>,
     pub shape: Shape,
+}
+
+impl CloneRequest {
+    /// The request with its placement decided: added disks on the VM's
+    /// datastore cluster go to the datastore chosen for the VM.
+    pub fn placed(mut self, placement: Placement) -> CloneRequest {
+        if let (Some(pod), Some(datastore)) = (&placement.datastore_cluster, &placement.datastore) {
+            for disk in &mut self.shape.extra_disks {
+                if disk.datastore.is_empty() && disk.datastore_cluster.as_ref() == Some(pod) {
+                    disk.datastore = datastore.name();
+                }
+            }
+        }
+        self.placement = Some(placement);
+        self
+    }
 }
 
 /// The vCenter a console URL points at.
@@ -491,6 +588,17 @@ pub trait Machines: Clone + Send + Sync + 'static {
         on_progress: impl FnMut(&TaskFacts) + Send,
     ) -> impl Future<Output = Result<TaskFacts, Error>> + Send;
 
+    /// Decides where the clone of `request` goes (resource pool, folder,
+    /// datastore, host), making its folder when absent; a pool, folder
+    /// parent, datastore or datastore cluster that is not there is an error
+    /// with the fault `NotFound`.
+    fn place(
+        &self,
+        request: &CloneRequest,
+    ) -> impl Future<Output = Result<Placement, Error>> + Send;
+
+    /// Sends the clone; where it goes is `request.placement` (decided by
+    /// [`place`](Self::place) when `None`).
     fn start_clone(
         &self,
         request: &CloneRequest,

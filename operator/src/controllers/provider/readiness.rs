@@ -15,7 +15,8 @@ use crate::api::{
 };
 use crate::conditions::{self, Observed, Status, READY};
 use crate::vsphere::{
-    ConnectParams, Error, ErrorKind, Inventory, SecretString, Session, Tls, VSphere,
+    ConnectParams, Error, ErrorKind, Inventory, PlacementMissing, PlacementTarget, SecretString,
+    Session, Tls, VSphere,
 };
 
 /// Condition reasons of a Provider's `Ready` and `Deleting`, and a
@@ -102,8 +103,9 @@ fn key_of(provider: &Provider) -> NamespacedReference {
 pub enum Cause {
     /// A change of its spec.
     Spec,
-    /// A Secret or ConfigMap it names (credentials, CA bundle) to be created
-    /// or fixed: nothing watches them, so it looks again with backoff.
+    /// An object it names to be created or fixed: a Secret or ConfigMap
+    /// (credentials, CA bundle), or a resource pool or folder in vCenter
+    /// (`spec.placement`). Nothing watches them, so it looks again with backoff.
     ReferencedObject,
     /// vCenter, which may recover by itself: retried with backoff and
     /// counted under the metric label of its reason's kind.
@@ -364,11 +366,65 @@ async fn connect_and_walk<V: VSphere>(
         }
         Failure::vcenter(e, reason::INVENTORY_FAILED)
     })?;
-    failure_domains(provider, &inventory)
-        .map_err(|message| Failure::new(reason::DUPLICATE_FAILURE_DOMAIN, message, Cause::Spec))
+    let domains = failure_domains(provider, &inventory)
+        .map_err(|message| Failure::new(reason::DUPLICATE_FAILURE_DOMAIN, message, Cause::Spec))?;
+    verify_placements(&domains, &session)
+        .await
+        .inspect_err(|failure| {
+            if failure.reason == reason::VCENTER_UNRESPONSIVE {
+                vsphere.session_unresponsive(&session);
+            }
+        })?;
+    Ok(domains)
 }
 
-/// One failure domain per (datacenter, cluster), named by override or
+/// Verifies the resource pool and folder of each failure domain that has
+/// one (a folder's last level is made when absent): the first one missing
+/// is the Provider's reason, naming the failure domain. One check per
+/// distinct (datacenter, cluster, pool, folder).
+async fn verify_placements<S: Session>(
+    domains: &[FailureDomain],
+    session: &S,
+) -> Result<(), Failure> {
+    let mut checked = BTreeSet::new();
+    for fd in domains {
+        if fd.resource_pool.is_none() && fd.folder.is_none() {
+            continue;
+        }
+        let target = PlacementTarget {
+            datacenter: fd.datacenter.clone(),
+            cluster: fd.cluster.clone(),
+            resource_pool: fd.resource_pool.clone(),
+            folder: fd.folder.clone(),
+        };
+        let key = (
+            target.datacenter.clone(),
+            target.cluster.clone(),
+            target.resource_pool.clone(),
+            target.folder.clone(),
+        );
+        if !checked.insert(key) {
+            continue;
+        }
+        let missing = session
+            .verify_placement(&target)
+            .await
+            .map_err(|e| Failure::vcenter(e, reason::INVENTORY_FAILED))?;
+        let (reason, what) = match missing {
+            None => continue,
+            Some(PlacementMissing::ResourcePool(what)) => (reason::RESOURCE_POOL_NOT_FOUND, what),
+            Some(PlacementMissing::Folder(what)) => (reason::FOLDER_NOT_FOUND, what),
+        };
+        return Err(Failure::new(
+            reason,
+            format!("failure domain {}: {what} (spec.placement)", fd.name),
+            Cause::ReferencedObject,
+        ));
+    }
+    Ok(())
+}
+
+/// One failure domain per (datacenter, cluster or standalone host), named by override or
 /// `<provider>-<datacenter>-<cluster>` made a DNS-1123 label. Two resolving to
 /// one name is an error naming both.
 pub fn failure_domains(
@@ -404,9 +460,13 @@ pub fn failure_domains(
             let storage_classes = caps
                 .storage_classes
                 .iter()
-                .filter(|c| cluster.datastores.contains(&c.target.datastore))
+                .filter(|c| match &c.target.datastore_cluster {
+                    Some(pod) => cluster.datastore_clusters.contains(pod),
+                    None => cluster.datastores.contains(&c.target.datastore),
+                })
                 .map(|c| c.name.clone())
                 .collect();
+            let placement = provider.spec.placement_of(&name);
             let network_classes = caps
                 .network_classes
                 .iter()
@@ -417,6 +477,9 @@ pub fn failure_domains(
                 name,
                 datacenter: dc.name.clone(),
                 cluster: cluster.name.clone(),
+                standalone_host: cluster.standalone,
+                resource_pool: placement.resource_pool,
+                folder: placement.folder,
                 labels,
                 storage_classes,
                 network_classes,
@@ -633,10 +696,12 @@ mod tests {
                         Cluster {
                             name: "Compute-Cluster-A".into(),
                             datastores: vec!["ds-fast-01".into()],
+                            ..Default::default()
                         },
                         Cluster {
                             name: "B".into(),
                             datastores: vec!["ds-slow".into()],
+                            ..Default::default()
                         },
                     ],
                     portgroups: vec!["vmnet-prod".into()],
@@ -646,6 +711,7 @@ mod tests {
                     clusters: vec![Cluster {
                         name: "C".into(),
                         datastores: vec!["ds-fast-01".into()],
+                        ..Default::default()
                     }],
                     portgroups: vec![],
                 },
@@ -691,6 +757,88 @@ mod tests {
             "no vmnet-prod in DC-West"
         );
         assert_eq!(a.features, ["hotAddCPU", "hotAddMemory", "efiSecureBoot"]);
+    }
+
+    #[test]
+    fn standalone_hosts_and_datastore_clusters_make_failure_domains_with_their_placement() {
+        use crate::vsphere::{Cluster, Datacenter};
+        let mut p = fixtures::provider(
+            "vc",
+            json!({}),
+            json!({"storageClasses": [
+                {"name": "gold", "target": {"datastore": "ds-a"}},
+                {"name": "pooled", "target": {"datastoreCluster": "pod-1"}},
+            ]}),
+        );
+        p.spec.failure_domain_name_overrides = serde_json::from_value(
+            json!([{"datacenter": "DC", "cluster": "esxi-01", "name": "edge"}]),
+        )
+        .unwrap();
+        p.spec.placement = serde_json::from_value(json!({
+            "resourcePool": "team-a",
+            "folder": "apps",
+            "failureDomains": [{"name": "edge", "resourcePool": "edge-pool"}],
+        }))
+        .unwrap();
+        let inventory = Inventory {
+            datacenters: vec![Datacenter {
+                name: "DC".into(),
+                clusters: vec![
+                    Cluster {
+                        name: "C1".into(),
+                        datastores: vec!["ds-a".into()],
+                        ..Default::default()
+                    },
+                    Cluster {
+                        name: "esxi-01".into(),
+                        datastores: vec!["ds-b".into()],
+                        datastore_clusters: vec!["pod-1".into()],
+                        standalone: true,
+                    },
+                ],
+                portgroups: vec![],
+            }],
+        };
+        let fds = failure_domains(&p, &inventory).unwrap();
+        type Seen<'a> = (
+            &'a str,
+            bool,
+            &'a [String],
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        let seen: Vec<Seen> = fds
+            .iter()
+            .map(|f| {
+                (
+                    f.name.as_str(),
+                    f.standalone_host,
+                    f.storage_classes.as_slice(),
+                    f.resource_pool.as_deref(),
+                    f.folder.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "edge",
+                    true,
+                    &["pooled".to_string()][..],
+                    Some("edge-pool"),
+                    Some("apps")
+                ),
+                (
+                    "vc-dc-c1",
+                    false,
+                    &["gold".to_string()][..],
+                    Some("team-a"),
+                    Some("apps")
+                ),
+            ]
+        );
+        assert_eq!(fds[0].labels["cluster"], "esxi-01", "labels as a cluster's");
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn script() -> Script {
     let cluster = |name: &str| Cluster {
         name: name.into(),
         datastores: vec!["ds-fast-01".into()],
+        ..Default::default()
     };
     Script {
         inventory: Inventory {
@@ -264,6 +265,98 @@ async fn a_missing_secret_is_read_by_name_and_looked_at_again_with_backoff() {
         action.unwrap(),
         Action::requeue(Duration::from_secs(5)),
         "nothing watches the Secret: looked at again with backoff"
+    );
+}
+
+/// A resource pool of `spec.placement` that vCenter does not have is the
+/// Provider's reason, naming it and the failure domain, looked at again with
+/// backoff (an administrator may create it); a folder likewise.
+#[tokio::test]
+async fn a_missing_pool_or_folder_is_the_reason_and_looked_at_again_with_backoff() {
+    let mut provider = guide_provider();
+    provider.spec.placement = serde_json::from_value(json!({
+        "folder": "apps/web",
+        "failureDomains": [{"name": "prod-vsphere-dc2-c3", "resourcePool": "team-z"}],
+    }))
+    .unwrap();
+    let missing = |pool: bool| {
+        let mut script = script();
+        script.missing_placement = vec![if pool {
+            (
+                "team-z".to_string(),
+                crate::vsphere::PlacementMissing::ResourcePool(
+                    "resource pool /DC2/host/C3/Resources/team-z not found".into(),
+                ),
+            )
+        } else {
+            (
+                "apps/web".to_string(),
+                crate::vsphere::PlacementMissing::Folder(
+                    "folder /DC1/vm/apps does not exist".into(),
+                ),
+            )
+        }];
+        MockVSphere::new(script)
+    };
+    for (pool, reason, names) in [
+        (
+            true,
+            "ResourcePoolNotFound",
+            "failure domain prod-vsphere-dc2-c3: resource pool /DC2/host/C3/Resources/team-z",
+        ),
+        (
+            false,
+            "FolderNotFound",
+            "failure domain prod-vsphere-dc1-c1: folder /DC1/vm/apps does not exist",
+        ),
+    ] {
+        let (ctx, server) = world(provider.clone()).context(missing(pool));
+        let object = serde_json::to_value(&provider).unwrap();
+        let action = with_server(
+            ctx.clone(),
+            server,
+            |mut server| {
+                async move {
+                    let body = server.status_apply(PROVIDER_STATUS, object).await;
+                    let condition = &body["status"]["conditions"][0];
+                    assert_eq!(condition["status"], "False");
+                    assert_eq!(condition["reason"], reason);
+                    let message = condition["message"].as_str().unwrap_or_default();
+                    assert!(message.starts_with(names), "{message}");
+                    server.event("Provider", reason).await;
+                    server.nothing_more().await;
+                }
+                .boxed()
+            },
+            reconcile_provider(Arc::new(provider.clone()), ctx),
+        )
+        .await;
+        assert_eq!(
+            action.unwrap(),
+            Action::requeue(Duration::from_secs(5)),
+            "{reason}: nothing watches vCenter's pools and folders: looked at again with backoff"
+        );
+    }
+    // Once it is there: Ready, each failure domain with its pool and folder.
+    let status = computed(&provider, &MockVSphere::new(script())).await;
+    let placed: Vec<(&str, Option<&str>, Option<&str>)> = status
+        .failure_domains
+        .iter()
+        .map(|f| {
+            (
+                f.name.as_str(),
+                f.resource_pool.as_deref(),
+                f.folder.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("prod-vsphere-dc1-c1", None, Some("apps/web")),
+            ("prod-vsphere-dc1-c2", None, Some("apps/web")),
+            ("prod-vsphere-dc2-c3", Some("team-z"), Some("apps/web")),
+        ]
     );
 }
 

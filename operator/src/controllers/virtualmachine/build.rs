@@ -30,7 +30,7 @@ pub fn build(
             .storage
             .iter()
             .find(|s| s.storage_class == sc)
-            .map(|s| s.datastore.clone())
+            .map(|s| (s.datastore.clone(), s.datastore_cluster.clone()))
             .unwrap_or_default()
     };
     let port_group = |nc: &str| {
@@ -105,6 +105,8 @@ pub fn build(
             .iter()
             .map(|c| c.secret_ref.clone())
             .collect(),
+        resource_pool: placement.resource_pool.clone(),
+        folder: placement.folder.clone(),
     };
     let owner = vm.controller_owner_ref(&());
     VSphereMachine {
@@ -123,13 +125,18 @@ pub fn build(
     }
 }
 
-/// A class's disk as the machine has it, on `datastore`.
-fn machine_disk(disk: &Disk, datastore: String) -> MachineDisk {
+/// A class's disk as the machine has it, on `datastore` (a datastore, or
+/// the datastore cluster to choose one from).
+fn machine_disk(
+    disk: &Disk,
+    (datastore, datastore_cluster): (String, Option<String>),
+) -> MachineDisk {
     MachineDisk {
         name: disk.name.clone(),
         size_gib: disk.size_gib,
         storage_class: disk.storage_class.clone(),
         datastore,
+        datastore_cluster,
         provisioning: disk.provisioning,
     }
 }
@@ -172,7 +179,7 @@ impl MachineUpdate {
                 .iter()
                 .find(|d| d.name == name)
                 .or_else(|| spec.disks.iter().find(|d| d.storage_class == storage_class))
-                .map(|d| d.datastore.clone())
+                .map(|d| (d.datastore.clone(), d.datastore_cluster.clone()))
                 .unwrap_or_default()
         };
         let wanted = MachineUpdate {
@@ -253,6 +260,7 @@ pub fn placement_of(machine: &VSphereMachine) -> ScheduledPlacement {
             storage.push(ResolvedStorage {
                 storage_class: d.storage_class.clone(),
                 datastore: d.datastore.clone(),
+                datastore_cluster: d.datastore_cluster.clone(),
             });
         }
     }
@@ -271,6 +279,8 @@ pub fn placement_of(machine: &VSphereMachine) -> ScheduledPlacement {
         failure_domain: spec.failure_domain.clone(),
         datacenter: spec.datacenter.clone(),
         cluster: spec.cluster.clone(),
+        resource_pool: spec.resource_pool.clone(),
+        folder: spec.folder.clone(),
         storage,
         network,
     }

@@ -304,6 +304,13 @@ pub fn schedule(
 
     let key = provider_key(provider);
     let caps = &provider.spec.capabilities;
+    // The VirtualMachine's own pool and folder win over the failure domain's.
+    let own = vm
+        .spec
+        .placement
+        .as_ref()
+        .map(|p| p.target.clone())
+        .unwrap_or_default();
     let storage = req
         .storage_classes
         .iter()
@@ -311,6 +318,7 @@ pub fn schedule(
         .map(|c| ResolvedStorage {
             storage_class: c.name.clone(),
             datastore: c.target.datastore.clone(),
+            datastore_cluster: c.target.datastore_cluster.clone(),
         })
         .collect();
     let network = req
@@ -337,6 +345,8 @@ pub fn schedule(
             failure_domain: fd.name.clone(),
             datacenter: fd.datacenter.clone(),
             cluster: fd.cluster.clone(),
+            resource_pool: own.resource_pool.or_else(|| fd.resource_pool.clone()),
+            folder: own.folder.or_else(|| fd.folder.clone()),
             storage,
             network,
         },
@@ -469,9 +479,12 @@ mod tests {
                 failure_domain: "prod-vsphere-dc1-c1".into(),
                 datacenter: "DC1".into(),
                 cluster: "C1".into(),
+                resource_pool: None,
+                folder: None,
                 storage: vec![ResolvedStorage {
                     storage_class: "gold".into(),
-                    datastore: "ds-fast-01".into()
+                    datastore: "ds-fast-01".into(),
+                    datastore_cluster: None,
                 }],
                 network: vec![ResolvedNetwork {
                     network_class: "prod".into(),
@@ -485,6 +498,47 @@ mod tests {
                 name: "ubuntu-22.04-cloudinit".into(),
                 mo_ref: Some("vm-42".into())
             }
+        );
+    }
+
+    /// The failure domain's pool and folder go to the placement and the
+    /// VSphereMachine; a VirtualMachine's own win over them, each alone.
+    #[test]
+    fn a_vm_takes_its_failure_domains_pool_and_folder_unless_it_names_its_own() {
+        let mut fd = failure_domain("prod-vsphere-dc1-c1", "DC1", "C1");
+        fd["resourcePool"] = json!("team-a");
+        fd["folder"] = json!("apps/web");
+        let p = ready(
+            provider("prod-vsphere", json!({}), guide_capabilities()),
+            vec![fd],
+        );
+        let (class, image) = (guide_class(), image(&["prod-vsphere"]));
+        let placed = |placement: serde_json::Value| {
+            let vm = vm("x", placement);
+            let d = run(&vm, &class, &image, std::slice::from_ref(&p), &Load::new()).unwrap();
+            let machine = crate::controllers::virtualmachine::build::build(
+                &vm,
+                &class,
+                &image,
+                &d.placement,
+                d.template.clone(),
+            );
+            assert_eq!(
+                (&machine.spec.resource_pool, &machine.spec.folder),
+                (&d.placement.resource_pool, &d.placement.folder),
+                "the VSphereMachine has what was decided"
+            );
+            (d.placement.resource_pool, d.placement.folder)
+        };
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(placed(json!({})), (s("team-a"), s("apps/web")));
+        assert_eq!(
+            placed(json!({"folder": "apps/db"})),
+            (s("team-a"), s("apps/db"))
+        );
+        assert_eq!(
+            placed(json!({"resourcePool": "team-b/db", "folder": "db"})),
+            (s("team-b/db"), s("db"))
         );
     }
 

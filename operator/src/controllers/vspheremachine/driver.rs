@@ -12,8 +12,8 @@ use tracing::{debug, info};
 use super::identity;
 use super::request::clone_request;
 use super::step::{self, operation, Action, Observation, Step};
-use crate::api::{TaskStatus, VSphereMachine};
-use crate::vsphere::{Machines, TaskFacts, TaskState};
+use crate::api::{PlacementStatus, TaskStatus, VSphereMachine};
+use crate::vsphere::{CloneRequest, Machines, Placement, TaskFacts, TaskState};
 use crate::Error;
 
 /// Points where a test can stop the driver, as a crash would.
@@ -165,6 +165,10 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 let request = match clone_request(machine, secrets) {
                     Ok(r) => r,
                     Err(message) => return fail(machine, hooks, message).await,
+                };
+                let request = match place(machine, backend, hooks, request).await? {
+                    Ok(request) => request,
+                    Err(outcome) => return Ok(outcome),
                 };
                 let task = match backend.start_clone(&request).await {
                     Ok(task) => task,
@@ -519,11 +523,20 @@ async fn fail<H: Hooks>(
     hooks: &mut H,
     message: String,
 ) -> Result<Outcome, Error> {
+    fail_with(machine, hooks, step::reason::FAILED, message).await
+}
+
+async fn fail_with<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    reason: &str,
+    message: String,
+) -> Result<Outcome, Error> {
     let status = machine.status.get_or_insert_with(Default::default);
     let observed = crate::conditions::Observed::new(
         crate::conditions::READY,
         crate::conditions::Status::False,
-        step::reason::FAILED,
+        reason,
         message.clone(),
     );
     if crate::conditions::set(
@@ -532,10 +545,55 @@ async fn fail<H: Hooks>(
         machine.metadata.generation,
         &crate::conditions::now(),
     ) {
-        hooks.event(machine, step::reason::FAILED, &message).await;
+        hooks.event(machine, reason, &message).await;
     }
     hooks.persist(machine).await?;
     Ok(Outcome::Failed(message))
+}
+
+/// Decides where the clone goes and records it in `status.placement`
+/// before the clone is sent; the request carries it. A pool, folder,
+/// datastore or datastore cluster that is not in vCenter fails the machine
+/// with `PlacementNotFound` (the `Err` outcome), retried with backoff.
+async fn place<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    backend: &M,
+    hooks: &mut H,
+    request: CloneRequest,
+) -> Result<Result<CloneRequest, Outcome>, Error> {
+    let placement = match backend.place(&request).await {
+        Ok(placement) => placement,
+        Err(e) if e.is_fault("NotFound") => {
+            let message = format!("placing {}: {e}", request.name);
+            return Ok(Err(fail_with(
+                machine,
+                hooks,
+                step::reason::PLACEMENT_NOT_FOUND,
+                message,
+            )
+            .await?));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = machine.status.get_or_insert_with(Default::default);
+    let recorded = Some(placement_status(&placement));
+    if status.placement != recorded {
+        status.placement = recorded;
+        hooks.persist(machine).await?;
+    }
+    Ok(Ok(request.placed(placement)))
+}
+
+/// A placement as the status shows it: inventory paths.
+pub fn placement_status(placement: &Placement) -> PlacementStatus {
+    PlacementStatus {
+        resource_pool: placement.resource_pool.path.clone(),
+        folder: placement.folder.path.clone(),
+        datastore: placement.datastore.as_ref().map(|d| d.path.clone()),
+        datastore_cluster: placement.datastore_cluster.clone(),
+        host: placement.host.as_ref().map(|h| h.path.clone()),
+        note: placement.note.clone(),
+    }
 }
 
 // The driver against the mock: the whole lifecycle, crashes at each step
@@ -599,6 +657,90 @@ mod tests {
             .and_then(|s| conditions::find(&s.conditions, conditions::READY))
             .map(|c| c.reason.clone())
             .unwrap_or_default()
+    }
+
+    /// The placement is decided and written before the clone, and the clone
+    /// carries it: its pool and folder, the datastore chosen from the
+    /// datastore cluster, for the added disk on that cluster too.
+    #[tokio::test]
+    async fn the_placement_is_recorded_before_the_clone_which_carries_it() {
+        let mock = MockMachines::new();
+        let mut m = machine("web");
+        m.spec.resource_pool = Some("team-a".into());
+        m.spec.folder = Some("apps/web".into());
+        m.spec.disks[0].datastore = String::new();
+        m.spec.disks[0].datastore_cluster = Some("pod-1".into());
+        let mut data = m.spec.disks[0].clone();
+        data.name = "data".into();
+        m.spec.disks.push(data);
+        let mut store = Store {
+            crash_at: Some(Checkpoint::CloneSent),
+            ..Default::default()
+        };
+        let _ = run(&mut m, false, &mock, &mut store).await;
+        let persisted = store.persisted.clone().expect("persisted");
+        let status = persisted.status.unwrap_or_default();
+        assert!(
+            status.task.is_none(),
+            "crashed before the task was recorded"
+        );
+        assert_eq!(
+            status.placement,
+            Some(crate::api::PlacementStatus {
+                resource_pool: "/DC0/host/DC0_C0/Resources/team-a".into(),
+                folder: "/DC0/vm/apps/web".into(),
+                datastore: Some("/DC0/datastore/pod-1/pod-1-ds0".into()),
+                datastore_cluster: Some("pod-1".into()),
+                host: None,
+                note: Some("recommended by Storage DRS".into()),
+            }),
+            "written before the clone was sent"
+        );
+        let sent = mock.clone_requests();
+        assert_eq!(sent.len(), 1);
+        let placement = sent[0]
+            .placement
+            .clone()
+            .expect("the clone carries its placement");
+        assert_eq!(
+            super::placement_status(&placement),
+            status.placement.clone().unwrap()
+        );
+        assert_eq!(
+            (
+                sent[0].folder_is_path,
+                sent[0].shape.extra_disks[0].datastore.as_str()
+            ),
+            (true, "pod-1-ds0"),
+            "the added disk goes to the datastore chosen from its cluster"
+        );
+    }
+
+    /// A pool, folder or datastore that is not there fails the machine with
+    /// `PlacementNotFound` (retried with backoff), and nothing is cloned.
+    #[tokio::test]
+    async fn a_placement_that_is_not_there_fails_the_machine_and_clones_nothing() {
+        let mock = MockMachines::new();
+        mock.fail_next(
+            "place",
+            vsphere::Error::fault(
+                "NotFound",
+                "resource pool /DC0/host/DC0_C0/Resources/team-z not found",
+            ),
+        );
+        let mut m = machine("web");
+        m.spec.resource_pool = Some("team-z".into());
+        let mut store = Store::default();
+        let outcome = run(&mut m, false, &mock, &mut store)
+            .await
+            .expect("reconcile");
+        assert!(
+            matches!(&outcome, Outcome::Failed(message) if message.contains("team-z not found")),
+            "{outcome:?}"
+        );
+        assert_eq!(ready_reason(&m), reason::PLACEMENT_NOT_FOUND);
+        assert!(mock.clone_requests().is_empty(), "nothing cloned");
+        assert_eq!(mock.calls("clone"), 0);
     }
 
     #[tokio::test]
@@ -1177,6 +1319,7 @@ mod tests {
             size_gib: gib,
             storage_class: "fast".into(),
             datastore: "LocalDS_0".into(),
+            datastore_cluster: None,
             provisioning: Default::default(),
         }
     }

@@ -120,6 +120,8 @@ mod tests {
                 restart_requested_at: None,
                 hostname: None,
                 machine_cloud_config_secret_refs: vec![],
+                resource_pool: None,
+                folder: None,
             },
         );
         m.metadata.namespace = Some(ns.into());

@@ -1,5 +1,6 @@
 //! What a VSphereMachine asks of vCenter, resolved: the clone request (VM
-//! name, instance UUID, folder, template, shape, cloud-init guestinfo).
+//! name, instance UUID, resource pool, folder, datastore or datastore
+//! cluster, template, shape, cloud-init guestinfo).
 
 use k8s_openapi::api::core::v1::Secret;
 
@@ -31,6 +32,7 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
                 size_gib: d.size_gib,
                 provisioning: d.provisioning,
                 datastore: d.datastore.clone(),
+                datastore_cluster: d.datastore_cluster.clone(),
             })
             .collect(),
         nics: spec
@@ -53,10 +55,17 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
         instance_uuid: uuid,
         datacenter: spec.datacenter.clone(),
         cluster: spec.cluster.clone(),
-        folder: identity::folder_name(&spec.failure_domain),
+        folder: spec
+            .folder
+            .clone()
+            .unwrap_or_else(|| identity::folder_name(&spec.failure_domain)),
+        folder_is_path: spec.folder.is_some(),
+        resource_pool: spec.resource_pool.clone(),
         template_name: spec.template.name.clone(),
         template_mo_ref: spec.template.mo_ref.clone(),
         datastore: root.map(|d| d.datastore.clone()).filter(|d| !d.is_empty()),
+        datastore_cluster: root.and_then(|d| d.datastore_cluster.clone()),
+        placement: None,
         shape,
     })
 }
@@ -75,6 +84,7 @@ mod tests {
             size_gib: 3,
             storage_class: "fast".into(),
             datastore: "LocalDS_0".into(),
+            datastore_cluster: None,
             provisioning: Provisioning::Thick,
         });
         let request = clone_request(&m, &[]).expect("request");

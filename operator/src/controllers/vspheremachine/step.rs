@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::identity;
 use crate::api::{
-    DiskStatus, InstallMode, PowerState, ResizeStatus, RestartPhase, RestartStatus, TaskStatus,
-    UpdatePolicy, VSphereMachine, VSphereMachineStatus,
+    DiskStatus, InstallMode, MachineDisk, PlacementStatus, PowerState, ResizeStatus, RestartPhase,
+    RestartStatus, TaskStatus, UpdatePolicy, VSphereMachine, VSphereMachineStatus,
 };
 use crate::conditions::{self, Observed, Status, READY};
 use crate::vsphere::{
@@ -638,7 +638,8 @@ fn disks(machine: &VSphereMachine, vm: &VmFacts, status: &mut VSphereMachineStat
         let extra = ExtraDisk {
             size_gib: disk.size_gib,
             provisioning: disk.provisioning,
-            datastore: disk.datastore.clone(),
+            datastore: disk_datastore(disk, status.placement.as_ref()),
+            datastore_cluster: disk.datastore_cluster.clone(),
         };
         let recorded = status.disks.iter().find(|d| d.name == disk.name);
         let on_vm = recorded
@@ -821,6 +822,21 @@ fn ip_suffix(vm: &VmFacts) -> String {
     vm.ip_addresses
         .first()
         .map(|ip| format!(" at {ip}"))
+        .unwrap_or_default()
+}
+
+/// The datastore a disk added later goes to: its own, or for a disk on a
+/// datastore cluster the one chosen for the VM from that cluster (empty when
+/// the VM's came from another: the cluster's with the most free space).
+fn disk_datastore(disk: &MachineDisk, placement: Option<&PlacementStatus>) -> String {
+    if !disk.datastore.is_empty() || disk.datastore_cluster.is_none() {
+        return disk.datastore.clone();
+    }
+    placement
+        .filter(|p| p.datastore_cluster == disk.datastore_cluster)
+        .and_then(|p| p.datastore.as_deref())
+        .and_then(|path| path.rsplit('/').next())
+        .map(vsphere_client::inventory::unescape_name)
         .unwrap_or_default()
 }
 
@@ -1350,5 +1366,40 @@ mod tests {
         let second = run(&m, o, false);
         assert!(!second.transitioned);
         assert_eq!(second.status, first.status);
+    }
+}
+
+#[cfg(test)]
+mod disk_datastore_tests {
+    use super::*;
+
+    /// A disk added later on a datastore cluster goes where the VM's disks
+    /// on that cluster went; on another cluster, the one with the most free
+    /// space (empty); a disk on a datastore, there.
+    #[test]
+    fn an_added_disk_on_a_datastore_cluster_follows_the_vms_choice() {
+        let disk = |datastore: &str, pod: Option<&str>| MachineDisk {
+            name: "data".into(),
+            size_gib: 1,
+            storage_class: "c".into(),
+            datastore: datastore.into(),
+            datastore_cluster: pod.map(Into::into),
+            provisioning: Default::default(),
+        };
+        let placed = PlacementStatus {
+            datastore: Some("/DC0/datastore/pod-1/ds%2f1".into()),
+            datastore_cluster: Some("pod-1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            disk_datastore(&disk("", Some("pod-1")), Some(&placed)),
+            "ds/1"
+        );
+        assert_eq!(disk_datastore(&disk("", Some("pod-2")), Some(&placed)), "");
+        assert_eq!(disk_datastore(&disk("", Some("pod-1")), None), "");
+        assert_eq!(
+            disk_datastore(&disk("LocalDS_0", None), Some(&placed)),
+            "LocalDS_0"
+        );
     }
 }

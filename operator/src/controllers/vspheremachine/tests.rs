@@ -119,8 +119,18 @@ async fn a_machine_is_cloned_powered_on_and_its_status_patched() {
         .unwrap_or_default()
         .to_string();
     assert_eq!(uuid.len(), 36);
-    assert_eq!(patches[1]["task"]["operation"], "clone");
-    assert!(patches[1]["task"]["moRef"]
+    // Then where it goes, before the clone is sent.
+    assert_eq!(
+        patches[1]["placement"],
+        serde_json::json!({
+            "resourcePool": "/DC0/host/DC0_C0/Resources",
+            "folder": "/DC0/vm/banlieue-vc-dc0-c0",
+            "datastore": "/DC0/datastore/LocalDS_0",
+        })
+    );
+    assert!(patches[1]["task"].is_null(), "placed before the clone");
+    assert_eq!(patches[2]["task"]["operation"], "clone");
+    assert!(patches[2]["task"]["moRef"]
         .as_str()
         .is_some_and(|t| t.starts_with("task-")));
     assert!(patches.iter().any(|p| p["task"]["operation"] == "powerOn"));

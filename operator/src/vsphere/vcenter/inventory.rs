@@ -12,7 +12,10 @@ use vsphere_client::types::{AnySelectionSpec, HostSystemConnectionState, Managed
 
 use super::facts::call_error;
 use super::VCenterSession;
-use crate::vsphere::{Cluster, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, Session};
+use crate::vsphere::{
+    Cluster, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, PlacementMissing,
+    PlacementTarget, Session,
+};
 
 impl Session for VCenterSession {
     async fn inventory(&self) -> Result<Inventory, Error> {
@@ -61,6 +64,13 @@ impl Session for VCenterSession {
             })
             .collect();
         Ok(assemble(entities, hosts))
+    }
+
+    async fn verify_placement(
+        &self,
+        target: &PlacementTarget,
+    ) -> Result<Option<PlacementMissing>, Error> {
+        self.check_placement(target).await
     }
 
     async fn find_template(
@@ -242,8 +252,9 @@ impl<'a> Tree<'a> {
 }
 
 /// The inventory from the walk's entities and hosts: per datacenter, its
-/// clusters with the datastores mounted on every connected host of the
-/// cluster, and its networks (standard, distributed and opaque).
+/// clusters and standalone hosts with the datastores mounted on every
+/// connected host of each (and the datastore clusters holding them), and its
+/// networks (standard, distributed and opaque).
 fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
     let tree = Tree::new(&entities);
     let mut datacenters: BTreeMap<String, Datacenter> = entities
@@ -275,6 +286,19 @@ fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
         }
     }
 
+    // (datacenter, datastore) -> the datastore cluster (StoragePod) holding it.
+    let pod_of: HashMap<(String, String), String> = entities
+        .iter()
+        .filter(|e| e.mo_ref.type_ == "Datastore")
+        .filter_map(|e| {
+            let parent = e.parent.as_ref().filter(|p| p.type_ == "StoragePod")?;
+            Some((
+                (tree.datacenter_of(&e.mo_ref)?, tree.name_of(&e.mo_ref)?),
+                tree.name_of(parent)?,
+            ))
+        })
+        .collect();
+
     for entity in &entities {
         let Some(dc) = tree
             .datacenter_of(&entity.mo_ref)
@@ -286,7 +310,7 @@ fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
             continue;
         };
         match entity.mo_ref.type_.as_str() {
-            "ClusterComputeResource" => {
+            kind @ ("ClusterComputeResource" | "ComputeResource") => {
                 let connected: Vec<&Host> = hosts_of
                     .get(entity.mo_ref.value.as_str())
                     .into_iter()
@@ -306,9 +330,19 @@ fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
                         Some(so_far) => so_far.intersection(&names).cloned().collect(),
                     });
                 }
+                let datastores: Vec<String> = mounted.unwrap_or_default().into_iter().collect();
+                let mut datastore_clusters: Vec<String> = datastores
+                    .iter()
+                    .filter_map(|ds| pod_of.get(&(dc.name.clone(), ds.clone())))
+                    .cloned()
+                    .collect();
+                datastore_clusters.sort();
+                datastore_clusters.dedup();
                 dc.clusters.push(Cluster {
                     name,
-                    datastores: mounted.unwrap_or_default().into_iter().collect(),
+                    datastores,
+                    datastore_clusters,
+                    standalone: kind == "ComputeResource",
                 });
             }
             "Network" | "DistributedVirtualPortgroup" | "OpaqueNetwork" => dc.portgroups.push(name),
@@ -351,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn assembles_clusters_datastores_and_networks_per_datacenter() {
+    fn assembles_clusters_standalone_hosts_datastores_pods_and_networks_per_datacenter() {
         let root = r("Folder", "group-d1");
         let dcs_folder = r("Folder", "group-d2");
         let dc1 = r("Datacenter", "datacenter-1");
@@ -364,6 +398,8 @@ mod tests {
         let standalone = r("ComputeResource", "domain-s1");
         let ds_a = r("Datastore", "datastore-a");
         let ds_b = r("Datastore", "datastore-b");
+        let pod = r("StoragePod", "group-p1");
+        let ds_c = r("Datastore", "datastore-c");
         let entities = vec![
             entity("Folder", "group-d1", "Datacenters", None),
             entity("Folder", "group-d2", "EMEA", Some(&root)),
@@ -387,6 +423,8 @@ mod tests {
             entity("HostSystem", "host-5", "h5", Some(&standalone)),
             entity("Datastore", "datastore-a", "ds-a", Some(&dss1)),
             entity("Datastore", "datastore-b", "ds-b", Some(&dss1)),
+            entity("StoragePod", "group-p1", "gold-pod", Some(&dss1)),
+            entity("Datastore", "datastore-c", "ds-c", Some(&pod)),
             entity("Network", "network-1", "VM Network", Some(&nets1)),
             entity(
                 "DistributedVirtualPortgroup",
@@ -412,7 +450,7 @@ mod tests {
             // Disconnected: what it mounts does not narrow the cluster's set.
             host("host-3", &[], false),
             host("host-4", &[&ds_b], true),
-            host("host-5", &[&ds_a], true),
+            host("host-5", &[&ds_a, &ds_c], true),
         ];
         let inventory = assemble(entities, hosts);
         assert_eq!(
@@ -423,11 +461,20 @@ mod tests {
                     clusters: vec![
                         Cluster {
                             name: "C1".into(),
-                            datastores: vec!["ds-a".into()]
+                            datastores: vec!["ds-a".into()],
+                            ..Default::default()
                         },
                         Cluster {
                             name: "C2".into(),
-                            datastores: vec!["ds-b".into()]
+                            datastores: vec!["ds-b".into()],
+                            ..Default::default()
+                        },
+                        // A host outside any cluster is a compute resource too.
+                        Cluster {
+                            name: "standalone".into(),
+                            datastores: vec!["ds-a".into(), "ds-c".into()],
+                            datastore_clusters: vec!["gold-pod".into()],
+                            standalone: true,
                         },
                     ],
                     portgroups: vec!["VM Network".into(), "prod".into()],
@@ -450,7 +497,7 @@ mod tests {
             inventory.datacenters[0].clusters,
             [Cluster {
                 name: "empty".into(),
-                datastores: vec![]
+                ..Default::default()
             }]
         );
     }

@@ -7,8 +7,8 @@
 //! each power, reconfigure or resize operation is one task call (a resize carries
 //! the VM's `changeVersion`, so vCenter applies it at most once); tasks are waited for
 //! through the client's one shared task filter. Placement (folder, resource
-//! pool, datastores, port groups) is resolved once per session and cached, so
-//! it is amortised over every VM of the Provider.
+//! pool, datastores, port groups; see [`super::placement`]) is resolved once
+//! per session and cached, so it is amortised over every VM of the Provider.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,20 +17,19 @@ use std::time::Duration;
 use vsphere_client::inventory::{escape_name, Network};
 use vsphere_client::mo;
 use vsphere_client::types::{
-    AnyVirtualDevice, DuplicateName, InvalidPowerState, ManagedObjectNotFound,
-    ManagedObjectReference,
+    AnyVirtualDevice, InvalidPowerState, ManagedObjectNotFound, ManagedObjectReference,
 };
 use vsphere_client::vm::{
-    CloneSpec, ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter,
-    NicSpec,
+    ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec,
 };
 
 use super::facts::{error, facts_of, task_facts, VM_PROPERTIES};
+use super::placement::placed_clone_spec;
 use super::VCenterSession;
 use crate::api::{Firmware, Provisioning};
 use crate::vsphere::{
-    CloneRequest, DiskChanges, Error, ExtraDisk, Machines, Resize, ServerIdentity, Shape,
-    TaskFacts, VmFacts,
+    CloneRequest, DiskChanges, Error, ExtraDisk, Machines, Placement, Resize, ServerIdentity,
+    Shape, TaskFacts, VmFacts,
 };
 
 /// What a session resolved once: inventory paths to references, port groups.
@@ -89,56 +88,79 @@ fn provisioning(provisioning: Provisioning) -> DiskProvisioning {
 
 impl VCenterSession {
     /// The object at an inventory path, cached for the session.
-    async fn path(&self, path: &str) -> Result<Option<ManagedObjectReference>, Error> {
-        if let Some(found) = self
-            .placement()
-            .paths
-            .lock()
-            .ok()
-            .and_then(|p| p.get(path).cloned())
-        {
-            return Ok(Some(found));
+    pub(super) async fn path(&self, path: &str) -> Result<Option<ManagedObjectReference>, Error> {
+        self.lookup(path, false).await
+    }
+
+    /// The object at an inventory path: from the session's cache unless
+    /// `fresh`; vCenter's answer is remembered (or forgotten, when none).
+    pub(super) async fn lookup(
+        &self,
+        path: &str,
+        fresh: bool,
+    ) -> Result<Option<ManagedObjectReference>, Error> {
+        if !fresh {
+            if let Some(found) = self
+                .placement()
+                .paths
+                .lock()
+                .ok()
+                .and_then(|p| p.get(path).cloned())
+            {
+                return Ok(Some(found));
+            }
         }
         let found = self
             .client()
             .search_inventory_path(path)
             .await
             .map_err(|e| error(&format!("looking up {path}"), &e))?;
-        if let (Some(r), Ok(mut paths)) = (&found, self.placement().paths.lock()) {
-            paths.insert(path.to_string(), r.clone());
+        match &found {
+            Some(r) => self.remember(path, r),
+            None => {
+                if let Ok(mut paths) = self.placement().paths.lock() {
+                    paths.remove(path);
+                }
+            }
         }
         Ok(found)
     }
 
-    async fn required(&self, path: &str, what: &str) -> Result<ManagedObjectReference, Error> {
+    /// Caches `found` as the object at `path` for the session.
+    pub(super) fn remember(&self, path: &str, found: &ManagedObjectReference) {
+        if let Ok(mut paths) = self.placement().paths.lock() {
+            paths.insert(path.to_string(), found.clone());
+        }
+    }
+
+    pub(super) async fn required(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<ManagedObjectReference, Error> {
         self.path(path)
             .await?
             .ok_or_else(|| Error::fault("NotFound", format!("{what} {path} not found")))
     }
 
-    /// The failure domain's VM folder, made when missing (two makers racing:
-    /// the loser's `DuplicateName` means it exists).
-    async fn folder(
+    /// The template a clone copies: its reference, or looked up by name in the datacenter's VM folder.
+    pub(super) async fn template_of(
         &self,
-        datacenter: &str,
-        folder: &str,
+        request: &CloneRequest,
     ) -> Result<ManagedObjectReference, Error> {
-        let path = format!("{}/vm/{}", escape_name(datacenter), escape_name(folder));
-        if let Some(found) = self.path(&path).await? {
-            return Ok(found);
-        }
-        let parent = self
-            .required(&format!("{}/vm", escape_name(datacenter)), "VM folder")
-            .await?;
-        match self.client().vim().create_folder(&parent, folder).await {
-            Ok(made) => {
-                if let Ok(mut paths) = self.placement().paths.lock() {
-                    paths.insert(path, made.clone());
-                }
-                Ok(made)
+        match &request.template_mo_ref {
+            Some(r) => Ok(vm_ref(r)),
+            None => {
+                self.required(
+                    &format!(
+                        "{}/vm/{}",
+                        escape_name(&request.datacenter),
+                        escape_name(&request.template_name)
+                    ),
+                    "template",
+                )
+                .await
             }
-            Err(e) if e.is_fault::<DuplicateName>() => self.required(&path, "VM folder").await,
-            Err(e) => Err(error(&format!("creating folder {path}"), &e)),
         }
     }
 
@@ -214,13 +236,10 @@ impl VCenterSession {
     ) -> Result<ConfigSpec, Error> {
         for disk in disks {
             let datastore = self
-                .required(
-                    &format!(
-                        "{}/datastore/{}",
-                        escape_name(datacenter),
-                        escape_name(&disk.datastore)
-                    ),
-                    "datastore",
+                .disk_datastore(
+                    datacenter,
+                    &disk.datastore,
+                    disk.datastore_cluster.as_deref(),
                 )
                 .await?;
             config = config.add_disk(
@@ -390,40 +409,21 @@ impl Machines for VCenterSession {
         }
     }
 
+    async fn place(&self, request: &CloneRequest) -> Result<Placement, Error> {
+        self.decide_placement(request).await
+    }
+
     async fn start_clone(&self, request: &CloneRequest) -> Result<String, Error> {
-        let dc = escape_name(&request.datacenter);
-        let template = match &request.template_mo_ref {
-            Some(r) => vm_ref(r),
-            None => {
-                self.required(
-                    &format!("{dc}/vm/{}", escape_name(&request.template_name)),
-                    "template",
-                )
-                .await?
-            }
-        };
-        let folder = self.folder(&request.datacenter, &request.folder).await?;
-        let pool = self
-            .required(
-                &format!("{dc}/host/{}/Resources", escape_name(&request.cluster)),
-                "resource pool",
-            )
-            .await?;
-        let datastore = match &request.datastore {
-            Some(ds) => Some(
-                self.required(&format!("{dc}/datastore/{}", escape_name(ds)), "datastore")
-                    .await?,
-            ),
-            None => None,
+        let template = self.template_of(request).await?;
+        let placement = match &request.placement {
+            Some(placement) => placement.clone(),
+            None => self.decide_placement(request).await?,
         };
         let devices = self.template_devices(&template).await?;
         let config = self
             .config_spec(&request.datacenter, &request.shape, &request.instance_uuid)
             .await?;
-        let mut spec = CloneSpec::new(folder).pool(pool).config(config);
-        if let Some(datastore) = datastore {
-            spec = spec.datastore(datastore);
-        }
+        let mut spec = placed_clone_spec(&placement).config(config);
         // The root disk as the class asks: a disk locator vCenter converts
         // it with while copying the template.
         if let Some(root) = request.shape.root_disk_provisioning {

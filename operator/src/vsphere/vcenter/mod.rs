@@ -14,6 +14,8 @@
 //! - [`inventory`]: [`Session`] (the failure-domain walk, template lookup);
 //! - [`machines`]: [`Machines`](super::Machines) (clone, reconfigure, power,
 //!   destroy, tasks), with placement resolved once per session;
+//! - [`placement`]: where a clone goes (resource pool, folder, datastore from
+//!   a datastore cluster, a standalone host) and the Provider's check of it;
 //! - [`snapshots`]: [`Snapshots`](super::Snapshots) (take, revert, remove);
 //! - [`facts`]: vim25 objects as the boundary's plain facts, SDK errors as
 //!   the boundary's [`Error`];
@@ -35,6 +37,7 @@ use watch::VmWatch;
 pub mod facts;
 pub mod inventory;
 pub mod machines;
+pub mod placement;
 pub mod snapshots;
 pub mod watch;
 
