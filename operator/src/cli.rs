@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::api::parse_interval;
 use crate::check::Output;
@@ -27,6 +27,8 @@ pub enum Command {
         /// Address of /healthz, /readyz and /metrics.
         #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
         health_addr: SocketAddr,
+        #[command(flatten)]
+        election: LeaderElection,
     },
     /// Run a backend provider role.
     Provider {
@@ -70,5 +72,28 @@ pub enum Backend {
         /// How often every Provider and VMImage is re-verified against vCenter (`30s`, `5m`, `1h`).
         #[arg(long, default_value = "5m", env = "BANLIEUE_RESYNC_INTERVAL", value_parser = parse_interval)]
         resync_interval: Duration,
+        #[command(flatten)]
+        election: LeaderElection,
     },
+}
+
+/// Leader election: only the instance holding the role's Lease reconciles.
+#[derive(Args, Clone, Debug)]
+pub struct LeaderElection {
+    /// Campaign for the role's Lease and reconcile only while holding it
+    /// (`false`: reconcile at once, for a single instance).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "BANLIEUE_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease (the provider's own `--namespace` when unset;
+    /// the controller's defaults to `banlieue-system`).
+    #[arg(long, env = "BANLIEUE_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long a Lease stays valid after its last renewal (whole seconds:
+    /// `15s`); another instance takes over within it when the leader is gone.
+    #[arg(long, default_value = "15s", env = "BANLIEUE_LEASE_DURATION", value_parser = parse_interval)]
+    pub lease_duration: Duration,
+    /// The leader renews this long before its Lease would expire, and stops
+    /// reconciling half of it before expiry when renewals fail (whole seconds).
+    #[arg(long, default_value = "5s", env = "BANLIEUE_LEASE_GRACE", value_parser = parse_interval)]
+    pub lease_grace: Duration,
 }

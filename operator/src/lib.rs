@@ -8,6 +8,7 @@
 //! main.rs            parse the CLI, start telemetry, one call per subcommand
 //! cli.rs             clap types and value parsers
 //! telemetry.rs       the tracing subscriber
+//! leadership.rs      leader election on a Lease: only the holder's reconcilers run
 //! roles/             one file per long-running subcommand: watches and Controller wiring
 //!   mod.rs           shared start-up (health listener, Kubernetes client), loop logging
 //!   controller.rs    `banlieue controller`
@@ -60,6 +61,7 @@ pub mod crdgen;
 mod fixtures;
 pub mod health;
 pub mod ipam;
+pub mod leadership;
 pub mod roles;
 pub mod telemetry;
 pub mod vsphere;

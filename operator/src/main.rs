@@ -9,6 +9,7 @@ use tracing::{error, info};
 use banlieue::check;
 use banlieue::cli::{Backend, Cli, Command};
 use banlieue::health::Metrics;
+use banlieue::leadership;
 use banlieue::roles;
 use banlieue::vsphere::vcenter::{self, VCenter};
 
@@ -29,9 +30,20 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Controller { health_addr } => {
+        Command::Controller {
+            health_addr,
+            election,
+        } => {
             let metrics = Arc::new(Metrics::default());
-            let client = match roles::start(health_addr, metrics.clone()).await {
+            let started = roles::start_elected(
+                health_addr,
+                &metrics,
+                &election,
+                roles::controller::NAMESPACE,
+                roles::controller::LEASE,
+            )
+            .await;
+            let (client, leadership) = match started {
                 Ok(c) => c,
                 Err(e) => {
                     error!(error = %e, "controller cannot start");
@@ -39,7 +51,8 @@ async fn main() -> ExitCode {
                 }
             };
             info!("controller starting");
-            match roles::controller::run(client, metrics).await {
+            let role = || roles::controller::run(client.clone(), metrics.clone());
+            match leadership::lead(&leadership, role).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!(error = %e, "controller failed");
@@ -53,10 +66,19 @@ async fn main() -> ExitCode {
                     namespace,
                     health_addr,
                     resync_interval,
+                    election,
                 },
         } => {
             let metrics = Arc::new(Metrics::default());
-            let client = match roles::start(health_addr, metrics.clone()).await {
+            let started = roles::start_elected(
+                health_addr,
+                &metrics,
+                &election,
+                &namespace,
+                roles::provider::LEASE,
+            )
+            .await;
+            let (client, leadership) = match started {
                 Ok(c) => c,
                 Err(e) => {
                     error!(error = %e, "provider cannot start");
@@ -70,8 +92,16 @@ async fn main() -> ExitCode {
             }));
             let sessions = vcenter.clone();
             metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
-            match roles::provider::run(client, &namespace, resync_interval, vcenter, metrics).await
-            {
+            let role = || {
+                roles::provider::run(
+                    client.clone(),
+                    &namespace,
+                    resync_interval,
+                    vcenter.clone(),
+                    metrics.clone(),
+                )
+            };
+            match leadership::lead(&leadership, role).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!(error = %e, "provider failed");

@@ -30,6 +30,8 @@ const CLONE_DELAY: Duration = Duration::from_secs(3);
 /// Each step's limit (the whole flow takes well under a minute when it works).
 const STEP: Duration = Duration::from_secs(90);
 const BANLIEUE: &str = "/apis/banlieue.io/v1alpha1";
+/// The roles' lease duration here (renewed every 3 s; the emulator is slow under load).
+const LEASE: &str = "6s";
 
 fn manifests(sim: &Simulator, ca: &TestCa) -> String {
     let ca_pem: String = ca
@@ -143,6 +145,10 @@ impl Role {
             .args(args)
             .args(["--health-addr", "127.0.0.1:0"])
             .env("KUBECONFIG", kubeconfig)
+            // Leader election on, as in a cluster, with short Leases: a role
+            // started again after a kill takes its Lease within 7 s.
+            .env("BANLIEUE_LEASE_DURATION", LEASE)
+            .env("BANLIEUE_LEASE_GRACE", "3s")
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -447,19 +453,7 @@ async fn the_binaries_provision_schedule_mirror_and_delete_in_cluster_mode() {
         dir.path().join("provider-1.log"),
     );
     let mut h = Harness {
-        // Plain http to the emulator; reqwest is built here without a TLS provider.
-        http: reqwest::Client::builder()
-            .use_preconfigured_tls(
-                rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .expect("TLS versions")
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth(),
-            )
-            .build()
-            .expect("HTTP client"),
+        http: emulator_http(),
         api,
         sim,
         vcenter,
@@ -734,4 +728,166 @@ async fn the_binaries_provision_schedule_mirror_and_delete_in_cluster_mode() {
         "cluster-mode flow took {took:?}, {} clone request(s)",
         h.clone_requests()
     );
+}
+
+/// Plain http to the emulator (reqwest is built here without a TLS provider).
+fn emulator_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .use_preconfigured_tls(
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth(),
+        )
+        .build()
+        .expect("HTTP client")
+}
+
+/// Two `banlieue controller` processes on one Lease ([`LEASE`], as [`Role::start`]
+/// sets it): one holds it and reconciles, the other stands by; the holder is
+/// killed (SIGKILL: no release) and the other takes the Lease within its
+/// duration plus the Lease manager's pause, then reconciles a VirtualMachine
+/// posted after the kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_one_leads_and_the_other_takes_over_when_it_is_killed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifest_dir = dir.path().join("manifests");
+    fs::create_dir_all(&manifest_dir).expect("manifest dir");
+    let api = KubeEmulator::start(&manifest_dir, &dir.path().join("emulator.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.path().join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let http = emulator_http();
+    let lease_url = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/banlieue-controller",
+        api.url()
+    );
+    let holder = || async {
+        let bytes = http.get(&lease_url).send().await.ok()?.bytes().await.ok()?;
+        let lease: Value = serde_json::from_slice(&bytes).ok()?;
+        lease["spec"]["holderIdentity"].as_str().map(String::from)
+    };
+    let mut roles: Vec<Role> = (0..2)
+        .map(|i| {
+            Role::start(
+                &["controller"],
+                &kubeconfig,
+                dir.path().join(format!("controller-{i}.log")),
+            )
+        })
+        .collect();
+    let logs = |roles: &[Role]| {
+        roles
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("\n--- controller {i} ---\n{}", r.log()))
+            .collect::<String>()
+            + &format!("\n--- emulator ---\n{}", api.log())
+    };
+    // Identities are banlieue-<pid>-<nanos> outside a pod.
+    let owner = |roles: &[Role], identity: &String| {
+        roles
+            .iter()
+            .position(|r| identity.starts_with(&format!("banlieue-{}-", r.child.id())))
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        if let Some(i) = holder().await.and_then(|h| owner(&roles, &h)) {
+            break i;
+        }
+        assert!(Instant::now() < deadline, "no leader{}", logs(&roles));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Several renewals later the Lease still names the same one, and only it says it leads.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let named = holder().await.and_then(|h| owner(&roles, &h));
+    assert_eq!(named, Some(leader), "{}", logs(&roles));
+    let follower = 1 - leader;
+    assert!(
+        roles[leader].log().contains("leading lease="),
+        "{}",
+        logs(&roles)
+    );
+    assert!(
+        !roles[leader].log().contains("not leading"),
+        "the leader kept its Lease{}",
+        logs(&roles)
+    );
+    assert!(
+        !roles[follower].log().contains("leading lease="),
+        "the standby never led{}",
+        logs(&roles)
+    );
+
+    roles[leader].kill();
+    let killed = Instant::now();
+    let took_over = loop {
+        if holder().await.and_then(|h| owner(&roles, &h)) == Some(follower) {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "no takeover{}",
+            logs(&roles)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Expiry at most the lease duration after the kill, then the crate's 0.1-1 s pause.
+    assert!(
+        took_over <= Duration::from_millis(7500),
+        "took over {took_over:?} after the kill{}",
+        logs(&roles)
+    );
+    eprintln!("the standby held the Lease {took_over:?} after the leader was killed");
+
+    // The new leader reconciles: a VirtualMachine posted now gets a status.
+    let vm: Value = serde_json::json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachine",
+        "metadata": {"name": "after-takeover", "namespace": NS},
+        "spec": {"classRef": {"name": "no-such-class"}, "imageRef": {"name": "no-such-image"},
+                 "placement": {}, "desiredPowerState": "PoweredOn"},
+    });
+    let posted = http
+        .post(format!(
+            "{}{BANLIEUE}/namespaces/{NS}/virtualmachines",
+            api.url()
+        ))
+        .header("content-type", "application/json")
+        .body(vm.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert!(posted.status().is_success(), "{}", posted.status());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let vm: Option<Value> = async {
+            let bytes = http
+                .get(format!("{}{}", api.url(), vm_path("after-takeover")))
+                .send()
+                .await
+                .ok()?
+                .bytes()
+                .await
+                .ok()?;
+            serde_json::from_slice(&bytes).ok()
+        }
+        .await;
+        if vm
+            .as_ref()
+            .and_then(|v| v["status"]["conditions"].as_array())
+            .is_some_and(|c| !c.is_empty())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new leader did not reconcile: {vm:?}{}",
+            logs(&roles)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -11,12 +11,17 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Client, ResourceExt};
 
-use super::log_loop_result;
+use super::{log_loop_result, Background};
 use crate::api::{Provider, VMClass, VMImage, VSphereMachine, VirtualMachine};
 use crate::caches::CacheSync;
 use crate::controllers::virtualmachine::{error_policy, reconcile, Caches, Context};
 use crate::health::Metrics;
 use crate::Result;
+
+/// The controller's Lease (leader election), in [`NAMESPACE`] unless `--lease-namespace` says otherwise.
+pub const LEASE: &str = "banlieue-controller";
+/// The install namespace of the static manifests.
+pub const NAMESPACE: &str = "banlieue-system";
 
 /// Runs the controller until a shutdown signal.
 pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
@@ -72,7 +77,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
         .with("Providers", providers.clone())
         .with("VSphereMachines", machines.clone())
         .with("VirtualMachines", vms.clone());
-    tokio::spawn(async move {
+    let _ready = Background::spawn(async move {
         sync.wait().await;
         metrics.set_ready();
     });

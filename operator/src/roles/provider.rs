@@ -16,7 +16,7 @@ use kube::runtime::{predicates, watcher, Controller, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use tracing::info;
 
-use super::log_loop_result;
+use super::{log_loop_result, Background};
 use crate::api::{
     IPAddressClaim, IPPool, NamespacedReference, Provider, VMImage, VMSnapshot, VSphereMachine,
     BUILTIN_POOL_KIND,
@@ -33,6 +33,9 @@ use crate::controllers::vspheremachine::{machine_error_policy, reconcile_machine
 use crate::health::Metrics;
 use crate::vsphere::VSphere;
 use crate::Result;
+
+/// The provider role's Lease (leader election), in its namespace.
+pub const LEASE: &str = "banlieue-provider-vsphere";
 
 /// Runs the role until a shutdown signal, then logs out of every vCenter.
 pub async fn run<V>(
@@ -105,17 +108,17 @@ where
         metrics.clone(),
     ));
 
-    {
+    let _ready = {
         let ctx = ctx.clone();
-        tokio::spawn(async move {
+        Background::spawn(async move {
             ctx.caches.wait().await;
             ctx.metrics.set_ready();
-        });
-    }
+        })
+    };
     // Sessions of deleted Providers are logged out at each resync.
     let sweeper = {
         let (vsphere, providers) = (vsphere.clone(), providers.clone());
-        tokio::spawn(async move {
+        Background::spawn(async move {
             let mut ticker = tokio::time::interval(resync);
             loop {
                 ticker.tick().await;
@@ -217,7 +220,7 @@ where
         snapshot_controller,
         allocator
     );
-    sweeper.abort();
+    drop(sweeper);
     info!("stopping: logging out of vCenter");
     vsphere.retain_sessions(&BTreeSet::new()).await;
     Ok(())
@@ -246,7 +249,7 @@ async fn allocator(client: Client, namespace: &str, resync: Duration) {
     });
     let sweeper = {
         let (pools, claims, namespace) = (pools.clone(), claims.clone(), namespace.to_string());
-        tokio::spawn(async move {
+        Background::spawn(async move {
             let mut ticker = tokio::time::interval(resync);
             loop {
                 ticker.tick().await;
@@ -278,5 +281,5 @@ async fn allocator(client: Client, namespace: &str, resync: Duration) {
         .run(reconcile_claim, claim_error_policy, ctx)
         .for_each(|result| async move { log_loop_result("IPAddressClaim", result) })
         .await;
-    sweeper.abort();
+    drop(sweeper);
 }
