@@ -29,6 +29,18 @@ pub enum Command {
         health_addr: SocketAddr,
         #[command(flatten)]
         election: LeaderElection,
+        /// Operator-managed mode: make each Provider its own provider workload
+        /// (ServiceAccount, Role, bindings, Lease, Deployment), owned by it.
+        #[arg(long, env = "BANLIEUE_PROVIDER_WORKLOADS")]
+        provider_workloads: bool,
+        /// The image of the provider workloads: the controller's own.
+        #[arg(long, env = "BANLIEUE_IMAGE", default_value_t = crate::bootstrap::default_image())]
+        image: String,
+    },
+    /// Install the operator (`bootstrap operator`).
+    Bootstrap {
+        #[command(subcommand)]
+        what: Bootstrap,
     },
     /// Run a backend provider role.
     Provider {
@@ -67,6 +79,10 @@ pub enum Backend {
         /// The install namespace: its Providers are served and its Secrets read.
         #[arg(long, env = "BANLIEUE_NAMESPACE")]
         namespace: String,
+        /// Serve this one Provider of the namespace (a provider workload,
+        /// made by the controller with `--provider-workloads`), on a Lease of its own.
+        #[arg(long, env = "BANLIEUE_PROVIDER")]
+        provider: Option<String>,
         #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
         health_addr: SocketAddr,
         /// How often every Provider and VMImage is re-verified against vCenter (`30s`, `5m`, `1h`).
@@ -96,4 +112,19 @@ pub struct LeaderElection {
     /// reconciling half of it before expiry when renewals fail (whole seconds).
     #[arg(long, default_value = "5s", env = "BANLIEUE_LEASE_GRACE", value_parser = parse_interval)]
     pub lease_grace: Duration,
+}
+
+#[derive(Subcommand)]
+pub enum Bootstrap {
+    /// The operator-managed install: the CRDs, the controller with its RBAC
+    /// in `--provider-workloads` mode, and the provider ClusterRole its
+    /// workloads are bound to; server-side applied (run it again to update).
+    Operator {
+        /// Print the YAML instead of applying it.
+        #[arg(long)]
+        dry_run: bool,
+        /// The image the controller (and so every provider workload) runs.
+        #[arg(long, default_value_t = crate::bootstrap::default_image())]
+        image: String,
+    },
 }

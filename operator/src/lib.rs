@@ -43,6 +43,9 @@
 //! ipam.rs            the built-in IP pool's addresses and allocation (pure)
 //! health.rs          /healthz, /readyz, /metrics
 //! crdgen.rs          `banlieue crdgen`
+//! bootstrap/         `banlieue bootstrap operator`: mod.rs (the operator-managed install,
+//!                    server-side applied or printed), workload.rs (a Provider's own
+//!                    provider workload, made by `controller --provider-workloads`)
 //! fixtures.rs        (tests only) mocked API server, scenarios, object builders
 //! ```
 //!
@@ -51,6 +54,7 @@
 //! so the same code runs in a cluster, in tests and in `check`.
 
 pub mod api;
+pub mod bootstrap;
 pub mod caches;
 pub mod check;
 pub mod cli;

@@ -30,9 +30,41 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Bootstrap {
+            what: banlieue::cli::Bootstrap::Operator { dry_run, image },
+        } => {
+            if dry_run {
+                return match banlieue::bootstrap::render(&image) {
+                    Ok(yaml) => {
+                        print!("{yaml}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        error!(error = %e, "bootstrap failed");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
+            let applied = match kube::Client::try_default().await {
+                Ok(client) => banlieue::bootstrap::apply(&client, &image).await,
+                Err(e) => Err(e.into()),
+            };
+            match applied {
+                Ok(n) => {
+                    info!(objects = n, %image, "operator installed (server-side apply)");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    error!(error = %e, "bootstrap failed");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Controller {
             health_addr,
             election,
+            provider_workloads,
+            image,
         } => {
             let metrics = Arc::new(Metrics::default());
             let started = roles::start_elected(
@@ -51,7 +83,16 @@ async fn main() -> ExitCode {
                 }
             };
             info!("controller starting");
-            let role = || roles::controller::run(client.clone(), metrics.clone());
+            // Providers live in the install namespace, the controller's own.
+            let workloads = provider_workloads.then(|| {
+                let namespace = election
+                    .lease_namespace
+                    .clone()
+                    .unwrap_or_else(|| roles::controller::NAMESPACE.to_string());
+                (namespace, image.clone())
+            });
+            let role =
+                || roles::controller::run_with(client.clone(), metrics.clone(), workloads.clone());
             match leadership::lead(&leadership, role).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -64,6 +105,7 @@ async fn main() -> ExitCode {
             backend:
                 Backend::Vsphere {
                     namespace,
+                    provider,
                     health_addr,
                     resync_interval,
                     election,
@@ -75,7 +117,10 @@ async fn main() -> ExitCode {
                 &metrics,
                 &election,
                 &namespace,
-                roles::provider::LEASE,
+                &provider.as_deref().map_or(
+                    roles::provider::LEASE.to_string(),
+                    banlieue::bootstrap::workload::name,
+                ),
             )
             .await;
             let (client, leadership) = match started {
@@ -93,9 +138,10 @@ async fn main() -> ExitCode {
             let sessions = vcenter.clone();
             metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
             let role = || {
-                roles::provider::run(
+                roles::provider::run_scoped(
                     client.clone(),
                     &namespace,
+                    provider.as_deref(),
                     resync_interval,
                     vcenter.clone(),
                     metrics.clone(),

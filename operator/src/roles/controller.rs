@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, Controller, WatchStreamExt};
@@ -13,6 +14,7 @@ use kube::{Client, ResourceExt};
 
 use super::{log_loop_result, Background};
 use crate::api::{Provider, VMClass, VMImage, VSphereMachine, VirtualMachine};
+use crate::bootstrap::workload::{self, Workloads};
 use crate::caches::CacheSync;
 use crate::controllers::virtualmachine::{error_policy, reconcile, Caches, Context};
 use crate::health::Metrics;
@@ -25,6 +27,45 @@ pub const NAMESPACE: &str = "banlieue-system";
 
 /// Runs the controller until a shutdown signal.
 pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
+    run_with(client, metrics, None).await
+}
+
+/// [`run`], and in operator-managed mode (`workloads`: the Providers'
+/// namespace and the image) one provider workload per Provider there, its
+/// Deployment's changes triggering the Provider's reconcile.
+pub async fn run_with(
+    client: Client,
+    metrics: Arc<Metrics>,
+    workloads: Option<(String, String)>,
+) -> Result<()> {
+    let workloads = workloads.map(|(namespace, image)| {
+        let ctx = Arc::new(Workloads {
+            client: client.clone(),
+            image,
+        });
+        let config = watcher::Config::default().any_semantic();
+        Controller::new(
+            Api::<Provider>::namespaced(client.clone(), &namespace),
+            config.clone(),
+        )
+        .owns(
+            Api::<Deployment>::namespaced(client.clone(), &namespace),
+            config,
+        )
+        .shutdown_on_signal()
+        .run(workload::reconcile, workload::error_policy, ctx)
+        .for_each(|result| async move { log_loop_result("ProviderWorkload", result) })
+    });
+    let workloads = async move {
+        if let Some(w) = workloads {
+            w.await;
+        }
+    };
+    let (result, ()) = futures::join!(schedule(client, metrics), workloads);
+    result
+}
+
+async fn schedule(client: Client, metrics: Arc<Metrics>) -> Result<()> {
     let config = watcher::Config::default().any_semantic();
     let (classes, class_writer) = reflector::store::<VMClass>();
     let (images, image_writer) = reflector::store::<VMImage>();

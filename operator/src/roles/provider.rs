@@ -48,7 +48,27 @@ pub async fn run<V>(
 where
     V: VSphere,
 {
+    run_scoped(client, namespace, None, resync, vsphere, metrics).await
+}
+
+/// [`run`], serving only the Provider `scope` names when it is set (a
+/// provider workload, `--provider`): its Provider watch is that one object.
+pub async fn run_scoped<V>(
+    client: Client,
+    namespace: &str,
+    scope: Option<&str>,
+    resync: Duration,
+    vsphere: Arc<V>,
+    metrics: Arc<Metrics>,
+) -> Result<()>
+where
+    V: VSphere,
+{
     let config = watcher::Config::default().any_semantic();
+    let provider_config = match scope {
+        Some(name) => config.clone().fields(&format!("metadata.name={name}")),
+        None => config.clone(),
+    };
     let (providers, provider_writer) = reflector::store::<Provider>();
     let (images, image_writer) = reflector::store::<VMImage>();
     let (machines, machine_writer) = reflector::store::<VSphereMachine>();
@@ -59,7 +79,7 @@ where
         provider_writer,
         watcher(
             Api::<Provider>::namespaced(client.clone(), namespace),
-            config.clone(),
+            provider_config.clone(),
         ),
     )
     .default_backoff()
@@ -89,13 +109,13 @@ where
     // re-verifies the images.
     let provider_changes = watcher(
         Api::<Provider>::namespaced(client.clone(), namespace),
-        config,
+        provider_config,
     )
     .default_backoff()
     .touched_objects();
 
     let client_for_allocator = client.clone();
-    let ctx = Arc::new(Context::new(
+    let ctx = Context::new(
         client,
         namespace,
         resync,
@@ -106,7 +126,11 @@ where
             images: images.clone(),
         },
         metrics.clone(),
-    ));
+    );
+    let ctx = Arc::new(match scope {
+        Some(name) => ctx.scoped_to(name),
+        None => ctx,
+    });
 
     let _ready = {
         let ctx = ctx.clone();
