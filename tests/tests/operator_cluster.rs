@@ -891,3 +891,92 @@ async fn two_controllers_one_leads_and_the_other_takes_over_when_it_is_killed() 
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A provider workload (`provider vsphere --provider a-vsphere`, as the
+/// operator-managed controller runs it) serves its one Provider: of two
+/// Providers whose Secrets are missing, only its own says so, and it holds a
+/// Lease of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_workload_serves_its_own_provider_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manifest_dir = dir.path().join("manifests");
+    fs::create_dir_all(&manifest_dir).expect("manifest dir");
+    let provider = |name: &str| {
+        format!(
+            "apiVersion: banlieue.io/v1alpha1
+kind: Provider
+metadata: {{ name: {name}, namespace: {NS} }}
+spec:
+  providerClassRef: {{ name: vsphere }}
+  connection:
+    endpoint: https://vcenter.invalid/sdk
+    credentialsRef: {{ name: {name}-creds }}
+  capabilities:
+    storageClasses:
+      - {{ name: gold, target: {{ datastore: ds }} }}
+"
+        )
+    };
+    fs::write(
+        manifest_dir.join("providers.yaml"),
+        format!("{}---\n{}", provider("a-vsphere"), provider("b-vsphere")),
+    )
+    .expect("manifests");
+    let api = KubeEmulator::start(&manifest_dir, &dir.path().join("emulator.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.path().join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let role = Role::start(
+        &[
+            "provider",
+            "vsphere",
+            "--namespace",
+            NS,
+            "--provider",
+            "a-vsphere",
+        ],
+        &kubeconfig,
+        dir.path().join("provider.log"),
+    );
+    let http = emulator_http();
+    let get = |path: String| {
+        let http = http.clone();
+        let url = format!("{}{path}", api.url());
+        async move {
+            let bytes = http.get(url).send().await.ok()?.bytes().await.ok()?;
+            serde_json::from_slice::<Value>(&bytes).ok()
+        }
+    };
+    let ready_reason = |p: Option<Value>| {
+        p.as_ref()
+            .and_then(|p| condition(p, "Ready"))
+            .map(|c| c["reason"].as_str().unwrap_or_default().to_string())
+    };
+    let provider_path = |name: &str| format!("{BANLIEUE}/namespaces/{NS}/providers/{name}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready_reason(get(provider_path("a-vsphere")).await).as_deref() != Some("SecretMissing") {
+        assert!(
+            Instant::now() < deadline,
+            "a-vsphere not reconciled\n{}\n{}",
+            role.log(),
+            api.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Several seconds later the other Provider is still untouched: no status, no finalizer.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let b = get(provider_path("b-vsphere")).await.expect("b-vsphere");
+    assert!(b["status"]["conditions"].is_null(), "{b}\n{}", role.log());
+    assert!(b["metadata"]["finalizers"].is_null(), "{b}");
+    let a = get(provider_path("a-vsphere")).await.expect("a-vsphere");
+    assert_eq!(
+        a["metadata"]["finalizers"][0],
+        "banlieue.io/provider-in-use"
+    );
+    let lease = get(format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/banlieue-provider-a-vsphere"
+    ))
+    .await
+    .expect("its own Lease");
+    assert!(lease["spec"]["holderIdentity"].is_string(), "{lease}");
+}

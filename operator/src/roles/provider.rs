@@ -84,7 +84,18 @@ where
     )
     .default_backoff()
     .touched_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    .predicate_filter(predicates::generation, Default::default())
+    // The field selector already keeps one Provider; an API server that
+    // ignored it would still not get the others reconciled.
+    .filter({
+        let scope = scope.map(String::from);
+        move |p| {
+            let keep = scope
+                .as_ref()
+                .is_none_or(|name| p.as_ref().is_ok_and(|p| p.name_any() == *name));
+            std::future::ready(keep)
+        }
+    });
     let image_stream = reflector::reflector(
         image_writer,
         watcher(Api::<VMImage>::all(client.clone()), config.clone()),
