@@ -64,6 +64,7 @@ pub async fn run_scoped<V>(
 where
     V: VSphere,
 {
+    let _logout = LogoutOnDrop(vsphere.clone());
     let config = watcher::Config::default().any_semantic();
     let provider_config = match scope {
         Some(name) => config.clone().fields(&format!("metadata.name={name}")),
@@ -259,6 +260,19 @@ where
     info!("stopping: logging out of vCenter");
     vsphere.retain_sessions(&BTreeSet::new()).await;
     Ok(())
+}
+
+/// Logs out of every vCenter session when the role's future is dropped
+/// (leadership lost): a standby holds no session against vCenter's limit.
+struct LogoutOnDrop<V: VSphere>(Arc<V>);
+
+impl<V: VSphere> Drop for LogoutOnDrop<V> {
+    fn drop(&mut self) {
+        let vsphere = self.0.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { vsphere.retain_sessions(&BTreeSet::new()).await });
+        }
+    }
 }
 
 /// The built-in IP pool's allocator: binds the namespace's claims on
