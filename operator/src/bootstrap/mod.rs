@@ -185,3 +185,74 @@ fn plural(kind: &str) -> String {
         k => format!("{}s", k.to_ascii_lowercase()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    use super::*;
+
+    /// Applies the install against a mocked API server that takes every
+    /// apply; returns each request's method, path and query.
+    async fn applied() -> Vec<(String, String, String)> {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let seen = log.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let uri = request.uri().clone();
+                seen.lock().unwrap().push((
+                    request.method().to_string(),
+                    uri.path().to_string(),
+                    uri.query().unwrap_or_default().to_string(),
+                ));
+                let body = request.into_body().collect_bytes().await.unwrap();
+                send.send_response(Response::builder().body(Body::from(body.to_vec())).unwrap());
+            }
+        });
+        let client = Client::new(service, "default");
+        let n = apply(&client, &default_image()).await.expect("apply");
+        let log = log.lock().unwrap().clone();
+        assert_eq!(n, log.len());
+        log
+    }
+
+    #[tokio::test]
+    async fn the_install_is_one_forced_server_side_apply_per_object_the_same_each_run() {
+        let first = applied().await;
+        assert!(first.iter().all(|(method, _, query)| method == "PATCH"
+            && query.contains("fieldManager=banlieue-bootstrap")
+            && query.contains("force=true")));
+        let paths: Vec<&str> = first.iter().map(|(_, p, _)| p.as_str()).collect();
+        for expected in [
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/providers.banlieue.io",
+            "/api/v1/namespaces/banlieue-system",
+            "/api/v1/namespaces/banlieue-system/serviceaccounts/banlieue-controller",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/banlieue-controller",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/banlieue-controller",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/banlieue-system/roles/banlieue-controller",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/banlieue-system/rolebindings/banlieue-controller",
+            "/apis/coordination.k8s.io/v1/namespaces/banlieue-system/leases/banlieue-controller",
+            "/apis/apps/v1/namespaces/banlieue-system/deployments/banlieue-controller",
+            "/apis/policy/v1/namespaces/banlieue-system/poddisruptionbudgets/banlieue-controller",
+            "/api/v1/namespaces/banlieue-system/services/banlieue-controller",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/banlieue-provider-vsphere",
+        ] {
+            assert!(paths.contains(&expected), "{expected} not applied: {paths:#?}");
+        }
+        // CRDs first, the namespace before what lives in it.
+        assert!(paths[0].contains("customresourcedefinitions"));
+        let namespace = paths
+            .iter()
+            .position(|p| *p == "/api/v1/namespaces/banlieue-system");
+        let first_namespaced = paths
+            .iter()
+            .position(|p| p.contains("/namespaces/banlieue-system/"));
+        assert!(namespace < first_namespaced);
+        // Idempotent: a second run sends the same applies.
+        assert_eq!(applied().await, first);
+    }
+}
