@@ -746,6 +746,36 @@ fn emulator_http() -> reqwest::Client {
         .expect("HTTP client")
 }
 
+/// An emulator loaded with `manifests` (in `dir`), and a kubeconfig for it.
+fn emulator(dir: &Path, manifests: &str) -> (KubeEmulator, PathBuf) {
+    let manifest_dir = dir.join("manifests");
+    fs::create_dir_all(&manifest_dir).expect("manifest dir");
+    fs::write(manifest_dir.join("objects.yaml"), manifests).expect("manifests");
+    let api = KubeEmulator::start(&manifest_dir, &dir.join("emulator.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    (api, kubeconfig)
+}
+
+/// A Provider of [`NS`] whose Secret `secret` does not exist: nothing reaches a vCenter.
+fn provider_without_secret(name: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: banlieue.io/v1alpha1
+kind: Provider
+metadata: {{ name: {name}, namespace: {NS} }}
+spec:
+  providerClassRef: {{ name: vsphere }}
+  connection:
+    endpoint: https://vcenter.invalid/sdk
+    credentialsRef: {{ name: {secret} }}
+  capabilities:
+    storageClasses:
+      - {{ name: gold, target: {{ datastore: ds }} }}
+"
+    )
+}
+
 /// Two `banlieue controller` processes on one Lease ([`LEASE`], as [`Role::start`]
 /// sets it): one holds it and reconciles, the other stands by; the holder is
 /// killed (SIGKILL: no release) and the other takes the Lease within its
@@ -754,12 +784,7 @@ fn emulator_http() -> reqwest::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_controllers_one_leads_and_the_other_takes_over_when_it_is_killed() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let manifest_dir = dir.path().join("manifests");
-    fs::create_dir_all(&manifest_dir).expect("manifest dir");
-    let api = KubeEmulator::start(&manifest_dir, &dir.path().join("emulator.log"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = dir.path().join("kubeconfig");
-    api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let (api, kubeconfig) = emulator(dir.path(), "");
     let http = emulator_http();
     let lease_url = format!(
         "{}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/banlieue-controller",
@@ -899,33 +924,14 @@ async fn two_controllers_one_leads_and_the_other_takes_over_when_it_is_killed() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_workload_serves_its_own_provider_only() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let manifest_dir = dir.path().join("manifests");
-    fs::create_dir_all(&manifest_dir).expect("manifest dir");
-    let provider = |name: &str| {
-        format!(
-            "apiVersion: banlieue.io/v1alpha1
-kind: Provider
-metadata: {{ name: {name}, namespace: {NS} }}
-spec:
-  providerClassRef: {{ name: vsphere }}
-  connection:
-    endpoint: https://vcenter.invalid/sdk
-    credentialsRef: {{ name: {name}-creds }}
-  capabilities:
-    storageClasses:
-      - {{ name: gold, target: {{ datastore: ds }} }}
-"
-        )
-    };
-    fs::write(
-        manifest_dir.join("providers.yaml"),
-        format!("{}---\n{}", provider("a-vsphere"), provider("b-vsphere")),
-    )
-    .expect("manifests");
-    let api = KubeEmulator::start(&manifest_dir, &dir.path().join("emulator.log"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let kubeconfig = dir.path().join("kubeconfig");
-    api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let (api, kubeconfig) = emulator(
+        dir.path(),
+        &format!(
+            "{}---\n{}",
+            provider_without_secret("a-vsphere", "a-vsphere-creds"),
+            provider_without_secret("b-vsphere", "b-vsphere-creds")
+        ),
+    );
     let role = Role::start(
         &[
             "provider",
@@ -979,4 +985,147 @@ spec:
     .await
     .expect("its own Lease");
     assert!(lease["spec"]["holderIdentity"].is_string(), "{lease}");
+}
+
+/// `banlieue controller --provider-workloads` (operator-managed mode): a
+/// Provider gets its provider workload (Deployment, ServiceAccount, Role
+/// reading its Secret by name, RoleBinding, ClusterRoleBinding, Lease), its
+/// availability becomes the Provider's `WorkloadReady`, and deleting the
+/// Provider removes the ClusterRoleBinding, releases it, and its owned
+/// objects are garbage-collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_managed_controller_makes_and_removes_a_providers_workload() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (api, kubeconfig) = emulator(dir.path(), &provider_without_secret("a-vsphere", "a-creds"));
+    let role = Role::start(
+        &[
+            "controller",
+            "--provider-workloads",
+            "--image",
+            "example.com/banlieue:v9",
+        ],
+        &kubeconfig,
+        dir.path().join("controller.log"),
+    );
+    let http = emulator_http();
+    let url = |path: &str| format!("{}{path}", api.url());
+    let get = |path: String| {
+        let (http, url) = (http.clone(), url(&path));
+        async move {
+            let response = http.get(url).send().await.ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            serde_json::from_slice::<Value>(&response.bytes().await.ok()?).ok()
+        }
+    };
+    let fail = |what: &str| -> ! { panic!("{what}\n{}\n{}", role.log(), api.log()) };
+    let until = |what: &'static str, path: String, done: fn(&Value) -> bool| {
+        let get = &get;
+        let fail = &fail;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if let Some(v) = get(path.clone()).await {
+                    if done(&v) {
+                        return v;
+                    }
+                }
+                if Instant::now() > deadline {
+                    fail(what);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let name = "banlieue-provider-a-vsphere";
+    let deployment_path = format!("/apis/apps/v1/namespaces/{NS}/deployments/{name}");
+    let deployment = until("the workload's Deployment", deployment_path.clone(), |_| {
+        true
+    })
+    .await;
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "example.com/banlieue:v9");
+    assert_eq!(
+        container["args"],
+        serde_json::json!([
+            "provider",
+            "vsphere",
+            "--namespace",
+            NS,
+            "--provider",
+            "a-vsphere"
+        ])
+    );
+    assert_eq!(
+        deployment["metadata"]["ownerReferences"][0]["name"],
+        "a-vsphere"
+    );
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let role_object = get(format!("{rbac}/namespaces/{NS}/roles/{name}"))
+        .await
+        .unwrap_or_else(|| fail("the workload's Role"));
+    assert_eq!(
+        role_object["rules"][0],
+        serde_json::json!({"apiGroups": [""], "resources": ["secrets"],
+                           "resourceNames": ["a-creds"], "verbs": ["get"]})
+    );
+    for path in [
+        format!("/api/v1/namespaces/{NS}/serviceaccounts/{name}"),
+        format!("{rbac}/namespaces/{NS}/rolebindings/{name}"),
+        format!("{rbac}/clusterrolebindings/banlieue-provider-banlieue-system-a-vsphere"),
+        format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{name}"),
+    ] {
+        assert!(get(path.clone()).await.is_some(), "{path}");
+    }
+    let provider_path = format!("{BANLIEUE}/namespaces/{NS}/providers/a-vsphere");
+    until("WorkloadReady=False", provider_path.clone(), |p| {
+        condition(p, "WorkloadReady").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+
+    // A replica becomes available: the condition follows.
+    let patched = http
+        .patch(url(&format!("{deployment_path}/status")))
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"status": {"availableReplicas": 1, "updatedReplicas": 2}}"#)
+        .send()
+        .await
+        .expect("PATCH");
+    assert!(patched.status().is_success(), "{}", patched.status());
+    until("WorkloadReady=True", provider_path.clone(), |p| {
+        condition(p, "WorkloadReady")
+            .is_some_and(|c| c["status"] == "True" && c["reason"] == "WorkloadAvailable")
+    })
+    .await;
+
+    // Deleted (no machine uses it): the binding goes, the Provider goes, its workload with it.
+    let deleted = http
+        .delete(url(&provider_path))
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = [
+            provider_path.clone(),
+            deployment_path.clone(),
+            format!("{rbac}/clusterrolebindings/banlieue-provider-banlieue-system-a-vsphere"),
+            format!("{rbac}/namespaces/{NS}/roles/{name}"),
+        ];
+        let mut remaining = Vec::new();
+        for path in left {
+            if get(path.clone()).await.is_some() {
+                remaining.push(path);
+            }
+        }
+        if remaining.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            fail(&format!("still there: {remaining:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
