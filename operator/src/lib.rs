@@ -1,8 +1,8 @@
 //! banlieue: a Kubernetes operator for `banlieue.io/v1alpha1` virtual machines on vSphere.
 //!
 //! One binary, roles by subcommand. Imports point one way, from the top of
-//! this map down: `main -> cli, roles, check -> controllers -> vsphere ->
-//! api, conditions, health, caches`.
+//! this map down: `main -> cli, roles, bootstrap, check -> leadership,
+//! controllers -> vsphere -> api, conditions, health, caches`.
 //!
 //! ```text
 //! main.rs            parse the CLI, start telemetry, one call per subcommand
