@@ -1166,3 +1166,192 @@ pub(crate) mod scripted {
         }
     }
 }
+
+/// A mocked API server holding one Lease, shared by several instances (each
+/// its own tower-test client): GET, POST, and PATCH as the API server takes
+/// them from the Lease manager (an apply that would change another holder
+/// is a 409 Conflict, as server-side apply's field ownership makes it;
+/// strategic and merge patches merge, `null` removing a field). An instance
+/// can be cut off (every request fails: a dead pod, or one that lost the API
+/// server) or have only its PATCHes refused (500).
+pub(crate) mod lease {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use http::{Method, Request, Response, StatusCode};
+    use kube::client::Body;
+    use kube::Client;
+    use serde_json::{json, Value};
+
+    #[derive(Default)]
+    struct State {
+        lease: Option<Value>,
+        cut: BTreeSet<String>,
+        refuse_patches: BTreeSet<String>,
+        /// When the server last took a PATCH of each instance that set `renewTime`.
+        renewed: BTreeMap<String, Instant>,
+        /// Every request: (instance, method, path, status).
+        log: Vec<(String, String, String, u16)>,
+    }
+
+    #[derive(Clone, Default)]
+    pub(crate) struct LeaseServer(Arc<Mutex<State>>);
+
+    impl LeaseServer {
+        /// A client for instance `who`, served until the test ends.
+        pub(crate) fn client(&self, who: &str) -> Client {
+            let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+            let (server, who) = (self.clone(), who.to_string());
+            tokio::spawn(async move {
+                while let Some((request, send)) = handle.next_request().await {
+                    match server.answer(&who, request).await {
+                        Some(response) => send.send_response(response),
+                        // Cut off: the request fails as a dropped connection does.
+                        None => send.send_error(std::io::Error::other("connection refused")),
+                    }
+                }
+            });
+            Client::new(service, "banlieue-system")
+        }
+
+        pub(crate) fn cut(&self, who: &str) {
+            self.0.lock().unwrap().cut.insert(who.into());
+        }
+
+        pub(crate) fn refuse_patches(&self, who: &str, refuse: bool) {
+            let mut state = self.0.lock().unwrap();
+            if refuse {
+                state.refuse_patches.insert(who.into());
+            } else {
+                state.refuse_patches.remove(who);
+            }
+        }
+
+        pub(crate) fn holder(&self) -> Option<String> {
+            let state = self.0.lock().unwrap();
+            state.lease.as_ref()?["spec"]["holderIdentity"]
+                .as_str()
+                .map(String::from)
+        }
+
+        /// When the server last took a renewal (or acquisition) from `who`.
+        pub(crate) fn renewed(&self, who: &str) -> Option<Instant> {
+            self.0.lock().unwrap().renewed.get(who).copied()
+        }
+
+        /// The requests so far: (instance, method, path, status).
+        pub(crate) fn log(&self) -> Vec<(String, String, String, u16)> {
+            self.0.lock().unwrap().log.clone()
+        }
+
+        async fn answer(&self, who: &str, request: Request<Body>) -> Option<Response<Body>> {
+            let method = request.method().clone();
+            let path = request.uri().path().to_string();
+            let content_type = request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let body = request.into_body().collect_bytes().await.ok()?;
+            let mut state = self.0.lock().unwrap();
+            if state.cut.contains(who) {
+                state.log.push((who.into(), method.to_string(), path, 0));
+                return None;
+            }
+            let (status, reply) = match method {
+                Method::GET => match &state.lease {
+                    Some(lease) => (StatusCode::OK, lease.clone()),
+                    None => (StatusCode::NOT_FOUND, status(404, "NotFound")),
+                },
+                Method::POST if state.lease.is_some() => {
+                    (StatusCode::CONFLICT, status(409, "AlreadyExists"))
+                }
+                Method::POST => {
+                    let mut lease: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    lease["apiVersion"] = json!("coordination.k8s.io/v1");
+                    lease["kind"] = json!("Lease");
+                    lease["metadata"]["namespace"] = json!("banlieue-system");
+                    lease["metadata"]["resourceVersion"] = json!("1");
+                    state.lease = Some(lease.clone());
+                    (StatusCode::CREATED, lease)
+                }
+                Method::PATCH if state.refuse_patches.contains(who) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    status(500, "InternalError"),
+                ),
+                Method::PATCH => {
+                    let patch: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let holder = state
+                        .lease
+                        .as_ref()
+                        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from));
+                    let wanted = patch["spec"]["holderIdentity"].as_str();
+                    match &mut state.lease {
+                        None => (StatusCode::NOT_FOUND, status(404, "NotFound")),
+                        Some(_)
+                            if content_type.contains("apply-patch")
+                                && wanted.is_some()
+                                && holder.is_some()
+                                && holder.as_deref() != wanted =>
+                        {
+                            (StatusCode::CONFLICT, status(409, "Conflict"))
+                        }
+                        Some(lease) => {
+                            merge(lease, &patch);
+                            let version = lease["metadata"]["resourceVersion"]
+                                .as_str()
+                                .and_then(|v| v.parse::<u64>().ok())
+                                .unwrap_or_default();
+                            lease["metadata"]["resourceVersion"] = json!((version + 1).to_string());
+                            let reply = lease.clone();
+                            if patch["spec"]["renewTime"].is_string() {
+                                state.renewed.insert(who.into(), Instant::now());
+                            }
+                            (StatusCode::OK, reply)
+                        }
+                    }
+                }
+                _ => (
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    status(405, "MethodNotAllowed"),
+                ),
+            };
+            state
+                .log
+                .push((who.into(), method.to_string(), path, status.as_u16()));
+            Some(
+                Response::builder()
+                    .status(status)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            )
+        }
+    }
+
+    fn status(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+               "reason": reason, "message": reason})
+    }
+
+    /// RFC 7386 merge (`null` removes).
+    fn merge(target: &mut Value, patch: &Value) {
+        let Some(fields) = patch.as_object() else {
+            *target = patch.clone();
+            return;
+        };
+        if !target.is_object() {
+            *target = json!({});
+        }
+        for (key, value) in fields {
+            if value.is_null() {
+                if let Some(t) = target.as_object_mut() {
+                    t.remove(key);
+                }
+            } else {
+                merge(&mut target[key], value);
+            }
+        }
+    }
+}

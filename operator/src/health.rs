@@ -38,11 +38,14 @@ pub struct ProviderCalls {
 /// Where the vSphere side of the metrics comes from (the role's sessions).
 pub type VSphereSource = Arc<dyn Fn() -> Vec<ProviderCalls> + Send + Sync>;
 
-/// Counters per kind, readiness (caches synced), vSphere calls per Provider
-/// session and method, tasks being waited for.
+/// Counters per kind, readiness (caches synced, or following a leader),
+/// leadership, vSphere calls per Provider session and method, tasks being
+/// waited for.
 #[derive(Default)]
 pub struct Metrics {
     ready: AtomicBool,
+    /// The Lease campaigned for and whether this instance holds it (leader election on).
+    leader: Mutex<Option<(String, bool)>>,
     by_kind: Mutex<BTreeMap<&'static str, Counters>>,
     tasks_in_flight: AtomicI64,
     vsphere: Mutex<Option<VSphereSource>>,
@@ -53,8 +56,24 @@ impl Metrics {
         self.ready.store(true, Ordering::Relaxed);
     }
 
+    /// Ready when the caches are synced, and always while following: a
+    /// follower is a healthy standby (it watches nothing until it leads).
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed) || self.is_following()
+    }
+
+    fn is_following(&self) -> bool {
+        self.leader
+            .lock()
+            .map(|l| matches!(*l, Some((_, false))))
+            .unwrap_or(false)
+    }
+
+    /// Whether this instance holds `lease` (`banlieue_leader{lease}`).
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        if let Ok(mut l) = self.leader.lock() {
+            *l = Some((lease.to_string(), leading));
+        }
     }
 
     /// One reconcile of `kind`, and the stable label of its failure if it
@@ -128,6 +147,13 @@ impl Metrics {
             "# TYPE banlieue_ready gauge\nbanlieue_ready {}",
             u8::from(self.is_ready())
         );
+        if let Some((lease, leading)) = self.leader.lock().ok().and_then(|l| l.clone()) {
+            let _ = writeln!(
+                out,
+                "# TYPE banlieue_leader gauge\nbanlieue_leader{{lease=\"{lease}\"}} {}",
+                u8::from(leading)
+            );
+        }
         let _ = writeln!(
             out,
             "# TYPE banlieue_vsphere_tasks_in_flight gauge\nbanlieue_vsphere_tasks_in_flight {}",
@@ -231,6 +257,35 @@ mod tests {
         m.set_ready();
         assert_eq!(respond(&m, "GET /readyz HTTP/1.1").0, 200);
         assert_eq!(respond(&m, "GET /nope HTTP/1.1").0, 404);
+    }
+
+    #[test]
+    fn followers_are_ready_and_leadership_is_a_gauge() {
+        let m = Metrics::default();
+        assert!(
+            !m.render().contains("banlieue_leader"),
+            "no election, no gauge"
+        );
+        m.set_leader("banlieue-controller", false);
+        assert_eq!(
+            respond(&m, "GET /readyz HTTP/1.1").0,
+            200,
+            "a follower is ready"
+        );
+        assert!(m
+            .render()
+            .contains("banlieue_leader{lease=\"banlieue-controller\"} 0"));
+        m.set_leader("banlieue-controller", true);
+        assert_eq!(
+            respond(&m, "GET /readyz HTTP/1.1").0,
+            503,
+            "a leader waits for its caches"
+        );
+        m.set_ready();
+        assert_eq!(respond(&m, "GET /readyz HTTP/1.1").0, 200);
+        assert!(m
+            .render()
+            .contains("banlieue_leader{lease=\"banlieue-controller\"} 1"));
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! banlieue: a Kubernetes operator for `banlieue.io/v1alpha1` virtual machines on vSphere.
 //!
 //! One binary, roles by subcommand. Imports point one way, from the top of
-//! this map down: `main -> cli, roles, check -> controllers -> vsphere ->
-//! api, conditions, health, caches`.
+//! this map down: `main -> cli, roles, bootstrap, check -> leadership,
+//! controllers -> vsphere -> api, conditions, health, caches`.
 //!
 //! ```text
 //! main.rs            parse the CLI, start telemetry, one call per subcommand
 //! cli.rs             clap types and value parsers
 //! telemetry.rs       the tracing subscriber
+//! leadership.rs      leader election on a Lease: only the holder's reconcilers run
 //! roles/             one file per long-running subcommand: watches and Controller wiring
 //!   mod.rs           shared start-up (health listener, Kubernetes client), loop logging
 //!   controller.rs    `banlieue controller`
@@ -43,6 +44,9 @@
 //! ipam.rs            the built-in IP pool's addresses and allocation (pure)
 //! health.rs          /healthz, /readyz, /metrics
 //! crdgen.rs          `banlieue crdgen`
+//! bootstrap/         `banlieue bootstrap operator`: mod.rs (the operator-managed install,
+//!                    server-side applied or printed), workload.rs (a Provider's own
+//!                    provider workload, made by `controller --provider-workloads`)
 //! fixtures.rs        (tests only) mocked API server, scenarios, object builders
 //! ```
 //!
@@ -51,6 +55,7 @@
 //! so the same code runs in a cluster, in tests and in `check`.
 
 pub mod api;
+pub mod bootstrap;
 pub mod caches;
 pub mod check;
 pub mod cli;
@@ -61,6 +66,7 @@ pub mod crdgen;
 mod fixtures;
 pub mod health;
 pub mod ipam;
+pub mod leadership;
 pub mod roles;
 pub mod telemetry;
 pub mod vsphere;

@@ -9,6 +9,7 @@ use tracing::{error, info};
 use banlieue::check;
 use banlieue::cli::{Backend, Cli, Command};
 use banlieue::health::Metrics;
+use banlieue::leadership;
 use banlieue::roles;
 use banlieue::vsphere::vcenter::{self, VCenter};
 
@@ -29,9 +30,52 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Controller { health_addr } => {
+        Command::Bootstrap {
+            what: banlieue::cli::Bootstrap::Operator { dry_run, image },
+        } => {
+            if dry_run {
+                return match banlieue::bootstrap::render(&image) {
+                    Ok(yaml) => {
+                        print!("{yaml}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        error!(error = %e, "bootstrap failed");
+                        ExitCode::FAILURE
+                    }
+                };
+            }
+            let applied = match kube::Client::try_default().await {
+                Ok(client) => banlieue::bootstrap::apply(&client, &image).await,
+                Err(e) => Err(e.into()),
+            };
+            match applied {
+                Ok(n) => {
+                    info!(objects = n, %image, "operator installed (server-side apply)");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    error!(error = %e, "bootstrap failed");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Controller {
+            health_addr,
+            election,
+            provider_workloads,
+            image,
+        } => {
             let metrics = Arc::new(Metrics::default());
-            let client = match roles::start(health_addr, metrics.clone()).await {
+            let started = roles::start_elected(
+                health_addr,
+                &metrics,
+                &election,
+                roles::controller::NAMESPACE,
+                roles::controller::LEASE,
+            )
+            .await;
+            let (client, leadership) = match started {
                 Ok(c) => c,
                 Err(e) => {
                     error!(error = %e, "controller cannot start");
@@ -39,7 +83,17 @@ async fn main() -> ExitCode {
                 }
             };
             info!("controller starting");
-            match roles::controller::run(client, metrics).await {
+            // Providers live in the install namespace, the controller's own.
+            let workloads = provider_workloads.then(|| {
+                let namespace = election
+                    .lease_namespace
+                    .clone()
+                    .unwrap_or_else(|| roles::controller::NAMESPACE.to_string());
+                (namespace, image.clone())
+            });
+            let role =
+                || roles::controller::run_with(client.clone(), metrics.clone(), workloads.clone());
+            match leadership::lead(&leadership, role).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!(error = %e, "controller failed");
@@ -51,12 +105,25 @@ async fn main() -> ExitCode {
             backend:
                 Backend::Vsphere {
                     namespace,
+                    provider,
                     health_addr,
                     resync_interval,
+                    election,
                 },
         } => {
             let metrics = Arc::new(Metrics::default());
-            let client = match roles::start(health_addr, metrics.clone()).await {
+            let started = roles::start_elected(
+                health_addr,
+                &metrics,
+                &election,
+                &namespace,
+                &provider.as_deref().map_or(
+                    roles::provider::LEASE.to_string(),
+                    banlieue::bootstrap::workload::name,
+                ),
+            )
+            .await;
+            let (client, leadership) = match started {
                 Ok(c) => c,
                 Err(e) => {
                     error!(error = %e, "provider cannot start");
@@ -70,8 +137,17 @@ async fn main() -> ExitCode {
             }));
             let sessions = vcenter.clone();
             metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
-            match roles::provider::run(client, &namespace, resync_interval, vcenter, metrics).await
-            {
+            let role = || {
+                roles::provider::run_scoped(
+                    client.clone(),
+                    &namespace,
+                    provider.as_deref(),
+                    resync_interval,
+                    vcenter.clone(),
+                    metrics.clone(),
+                )
+            };
+            match leadership::lead(&leadership, role).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!(error = %e, "provider failed");

@@ -227,3 +227,98 @@ fn bindings_point_at_existing_roles_and_accounts() {
         }
     }
 }
+
+/// The verbs a role's rules grant on Leases, and the names they are limited to.
+fn lease_grants(rules: &Value) -> Vec<(Vec<String>, Vec<String>)> {
+    rules
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            strings(&r["apiGroups"])
+                .iter()
+                .any(|g| g == "coordination.k8s.io" || g == "*")
+                && strings(&r["resources"])
+                    .iter()
+                    .any(|x| x == "leases" || x == "*")
+        })
+        .map(|r| (strings(&r["verbs"]), strings(&r["resourceNames"])))
+        .collect()
+}
+
+#[test]
+fn each_role_may_only_read_and_renew_its_own_lease() {
+    let docs = documents();
+    for (file, role) in of_kind(&docs, "ClusterRole") {
+        assert!(
+            lease_grants(&role["rules"]).is_empty(),
+            "{file}: a ClusterRole grants Leases"
+        );
+    }
+    for (component, lease) in [
+        ("controller", banlieue::roles::controller::LEASE),
+        ("provider-vsphere", banlieue::roles::provider::LEASE),
+    ] {
+        let (file, role) = of_kind(&docs, "Role")
+            .into_iter()
+            .find(|(f, _)| f.contains(&format!("deploy/{component}/")))
+            .unwrap_or_else(|| panic!("{component} Role"));
+        assert_eq!(role["metadata"]["namespace"], "banlieue-system", "{file}");
+        // get and patch (what the Lease manager sends), on the role's Lease by name;
+        // no create (the Lease is in the manifests), list, watch or delete.
+        assert_eq!(
+            lease_grants(&role["rules"]),
+            [(
+                vec!["get".to_string(), "patch".to_string()],
+                vec![lease.to_string()]
+            )],
+            "{file}"
+        );
+        let shipped = of_kind(&docs, "Lease").into_iter().any(|(_, l)| {
+            l["metadata"]["name"] == lease && l["metadata"]["namespace"] == "banlieue-system"
+        });
+        assert!(shipped, "the Lease {lease} is in deploy/{component}/");
+        let bound = of_kind(&docs, "RoleBinding").into_iter().any(|(_, b)| {
+            b["roleRef"]["kind"] == "Role"
+                && b["roleRef"]["name"] == role["metadata"]["name"]
+                && b["subjects"][0]["name"] == format!("banlieue-{component}")
+        });
+        assert!(bound, "{file}: bound to the {component} ServiceAccount");
+    }
+}
+
+#[test]
+fn deployments_run_two_replicas_rolling_with_a_disruption_budget() {
+    let docs = documents();
+    for name in ["banlieue-controller", "banlieue-provider-vsphere"] {
+        let (file, deployment) = of_kind(&docs, "Deployment")
+            .into_iter()
+            .find(|(_, d)| d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        let spec = &deployment["spec"];
+        assert_eq!(spec["replicas"], 2, "{file}");
+        assert_eq!(spec["strategy"]["type"], "RollingUpdate", "{file}");
+        assert_eq!(
+            spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0,
+            "{file}"
+        );
+        let env = &spec["template"]["spec"]["containers"][0]["env"];
+        let pod_name = env
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == "POD_NAME");
+        assert_eq!(
+            pod_name.map(|e| &e["valueFrom"]["fieldRef"]["fieldPath"]),
+            Some(&Value::from("metadata.name")),
+            "{file}: the pod's name is its identity in the Lease"
+        );
+        let labels = &spec["selector"]["matchLabels"];
+        let budget = of_kind(&docs, "PodDisruptionBudget")
+            .into_iter()
+            .find(|(_, p)| &p["spec"]["selector"]["matchLabels"] == labels)
+            .unwrap_or_else(|| panic!("{name}: a PodDisruptionBudget selecting its pods"));
+        assert_eq!(budget.1["spec"]["minAvailable"], 1, "{}", budget.0);
+        assert_eq!(budget.1["metadata"]["namespace"], "banlieue-system");
+    }
+}

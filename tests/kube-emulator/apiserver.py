@@ -37,6 +37,12 @@ KINDS = {
     # Cluster API's IPAM contract (deploy/crds/ipam/), which the provider role's allocator watches.
     "ipam.cluster.x-k8s.io/v1beta1/ipaddressclaims": ("IPAddressClaim", True, {"status"}),
     "ipam.cluster.x-k8s.io/v1beta1/ipaddresses": ("IPAddress", True, set()),
+    # What the controller makes for each Provider in operator-managed mode.
+    "v1/serviceaccounts": ("ServiceAccount", True, set()),
+    "rbac.authorization.k8s.io/v1/roles": ("Role", True, set()),
+    "rbac.authorization.k8s.io/v1/rolebindings": ("RoleBinding", True, set()),
+    "rbac.authorization.k8s.io/v1/clusterrolebindings": ("ClusterRoleBinding", False, set()),
+    "apps/v1/deployments": ("Deployment", True, {"status"}),
 }
 PLURAL = {v[0]: k for k, v in KINDS.items() if not k.startswith("events.k8s.io")}
 # Kinds whose generation counts spec changes (custom resources; core kinds keep 1).
@@ -141,6 +147,18 @@ class Emulator(kmock.KubernetesEmulator):
             key = (request.resource, request.namespace, request.name)
         stored = self._objects[key] if key is not None and key in self._objects else None
         current = dict(stored.raw) if stored is not None and not stored.deleted else None
+
+        content_type = next((v for k, v in request.headers.items() if k.lower() == "content-type"), "")
+        if (request.action == enums.action.UPDATE and current is None and request.subresource is None
+                and "apply-patch" in content_type and isinstance(data, dict)):
+            # Server-side apply creates what does not exist yet.
+            resource = request.resource
+            group_version = f"{resource.group}/{resource.version}".lstrip("/")
+            base = f"/api/{group_version}" if resource.group == "" else f"/apis/{group_version}"
+            ns = f"/namespaces/{request.namespace}" if request.namespace else ""
+            created = await self.post(f"{base}{ns}/{resource.plural}", json=data)
+            body = await created.json()
+            return aiohttp.web.json_response(body, status=200 if created.status < 300 else created.status)
 
         if request.resource is not None and request.action == enums.action.CREATE and isinstance(data, dict):
             data = copy.deepcopy(data)

@@ -30,6 +30,8 @@ const CLONE_DELAY: Duration = Duration::from_secs(3);
 /// Each step's limit (the whole flow takes well under a minute when it works).
 const STEP: Duration = Duration::from_secs(90);
 const BANLIEUE: &str = "/apis/banlieue.io/v1alpha1";
+/// The roles' lease duration here (renewed every 3 s; the emulator is slow under load).
+const LEASE: &str = "6s";
 
 fn manifests(sim: &Simulator, ca: &TestCa) -> String {
     let ca_pem: String = ca
@@ -143,6 +145,10 @@ impl Role {
             .args(args)
             .args(["--health-addr", "127.0.0.1:0"])
             .env("KUBECONFIG", kubeconfig)
+            // Leader election on, as in a cluster, with short Leases: a role
+            // started again after a kill takes its Lease within 7 s.
+            .env("BANLIEUE_LEASE_DURATION", LEASE)
+            .env("BANLIEUE_LEASE_GRACE", "3s")
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -447,19 +453,7 @@ async fn the_binaries_provision_schedule_mirror_and_delete_in_cluster_mode() {
         dir.path().join("provider-1.log"),
     );
     let mut h = Harness {
-        // Plain http to the emulator; reqwest is built here without a TLS provider.
-        http: reqwest::Client::builder()
-            .use_preconfigured_tls(
-                rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .expect("TLS versions")
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth(),
-            )
-            .build()
-            .expect("HTTP client"),
+        http: emulator_http(),
         api,
         sim,
         vcenter,
@@ -734,4 +728,404 @@ async fn the_binaries_provision_schedule_mirror_and_delete_in_cluster_mode() {
         "cluster-mode flow took {took:?}, {} clone request(s)",
         h.clone_requests()
     );
+}
+
+/// Plain http to the emulator (reqwest is built here without a TLS provider).
+fn emulator_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .use_preconfigured_tls(
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth(),
+        )
+        .build()
+        .expect("HTTP client")
+}
+
+/// An emulator loaded with `manifests` (in `dir`), and a kubeconfig for it.
+fn emulator(dir: &Path, manifests: &str) -> (KubeEmulator, PathBuf) {
+    let manifest_dir = dir.join("manifests");
+    fs::create_dir_all(&manifest_dir).expect("manifest dir");
+    fs::write(manifest_dir.join("objects.yaml"), manifests).expect("manifests");
+    let api = KubeEmulator::start(&manifest_dir, &dir.join("emulator.log"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    (api, kubeconfig)
+}
+
+/// A Provider of [`NS`] whose Secret `secret` does not exist: nothing reaches a vCenter.
+fn provider_without_secret(name: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: banlieue.io/v1alpha1
+kind: Provider
+metadata: {{ name: {name}, namespace: {NS} }}
+spec:
+  providerClassRef: {{ name: vsphere }}
+  connection:
+    endpoint: https://vcenter.invalid/sdk
+    credentialsRef: {{ name: {secret} }}
+  capabilities:
+    storageClasses:
+      - {{ name: gold, target: {{ datastore: ds }} }}
+"
+    )
+}
+
+/// Two `banlieue controller` processes on one Lease ([`LEASE`], as [`Role::start`]
+/// sets it): one holds it and reconciles, the other stands by; the holder is
+/// killed (SIGKILL: no release) and the other takes the Lease within its
+/// duration plus the Lease manager's pause, then reconciles a VirtualMachine
+/// posted after the kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_one_leads_and_the_other_takes_over_when_it_is_killed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (api, kubeconfig) = emulator(dir.path(), "");
+    let http = emulator_http();
+    let lease_url = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/banlieue-controller",
+        api.url()
+    );
+    let holder = || async {
+        let bytes = http.get(&lease_url).send().await.ok()?.bytes().await.ok()?;
+        let lease: Value = serde_json::from_slice(&bytes).ok()?;
+        lease["spec"]["holderIdentity"].as_str().map(String::from)
+    };
+    let mut roles: Vec<Role> = (0..2)
+        .map(|i| {
+            Role::start(
+                &["controller"],
+                &kubeconfig,
+                dir.path().join(format!("controller-{i}.log")),
+            )
+        })
+        .collect();
+    let logs = |roles: &[Role]| {
+        roles
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("\n--- controller {i} ---\n{}", r.log()))
+            .collect::<String>()
+            + &format!("\n--- emulator ---\n{}", api.log())
+    };
+    // Identities are banlieue-<pid>-<nanos> outside a pod.
+    let owner = |roles: &[Role], identity: &String| {
+        roles
+            .iter()
+            .position(|r| identity.starts_with(&format!("banlieue-{}-", r.child.id())))
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        if let Some(i) = holder().await.and_then(|h| owner(&roles, &h)) {
+            break i;
+        }
+        assert!(Instant::now() < deadline, "no leader{}", logs(&roles));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Several renewals later the Lease still names the same one, and only it says it leads.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let named = holder().await.and_then(|h| owner(&roles, &h));
+    assert_eq!(named, Some(leader), "{}", logs(&roles));
+    let follower = 1 - leader;
+    assert!(
+        roles[leader].log().contains("leading lease="),
+        "{}",
+        logs(&roles)
+    );
+    assert!(
+        !roles[leader].log().contains("not leading"),
+        "the leader kept its Lease{}",
+        logs(&roles)
+    );
+    assert!(
+        !roles[follower].log().contains("leading lease="),
+        "the standby never led{}",
+        logs(&roles)
+    );
+
+    roles[leader].kill();
+    let killed = Instant::now();
+    let took_over = loop {
+        if holder().await.and_then(|h| owner(&roles, &h)) == Some(follower) {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "no takeover{}",
+            logs(&roles)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Expiry at most the lease duration after the kill, then the crate's 0.1-1 s pause.
+    assert!(
+        took_over <= Duration::from_millis(7500),
+        "took over {took_over:?} after the kill{}",
+        logs(&roles)
+    );
+    eprintln!("the standby held the Lease {took_over:?} after the leader was killed");
+
+    // The new leader reconciles: a VirtualMachine posted now gets a status.
+    let vm: Value = serde_json::json!({
+        "apiVersion": "banlieue.io/v1alpha1", "kind": "VirtualMachine",
+        "metadata": {"name": "after-takeover", "namespace": NS},
+        "spec": {"classRef": {"name": "no-such-class"}, "imageRef": {"name": "no-such-image"},
+                 "placement": {}, "desiredPowerState": "PoweredOn"},
+    });
+    let posted = http
+        .post(format!(
+            "{}{BANLIEUE}/namespaces/{NS}/virtualmachines",
+            api.url()
+        ))
+        .header("content-type", "application/json")
+        .body(vm.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert!(posted.status().is_success(), "{}", posted.status());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let vm: Option<Value> = async {
+            let bytes = http
+                .get(format!("{}{}", api.url(), vm_path("after-takeover")))
+                .send()
+                .await
+                .ok()?
+                .bytes()
+                .await
+                .ok()?;
+            serde_json::from_slice(&bytes).ok()
+        }
+        .await;
+        if vm
+            .as_ref()
+            .and_then(|v| v["status"]["conditions"].as_array())
+            .is_some_and(|c| !c.is_empty())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new leader did not reconcile: {vm:?}{}",
+            logs(&roles)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A provider workload (`provider vsphere --provider a-vsphere`, as the
+/// operator-managed controller runs it) serves its one Provider: of two
+/// Providers whose Secrets are missing, only its own says so, and it holds a
+/// Lease of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_workload_serves_its_own_provider_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (api, kubeconfig) = emulator(
+        dir.path(),
+        &format!(
+            "{}---\n{}",
+            provider_without_secret("a-vsphere", "a-vsphere-creds"),
+            provider_without_secret("b-vsphere", "b-vsphere-creds")
+        ),
+    );
+    let role = Role::start(
+        &[
+            "provider",
+            "vsphere",
+            "--namespace",
+            NS,
+            "--provider",
+            "a-vsphere",
+        ],
+        &kubeconfig,
+        dir.path().join("provider.log"),
+    );
+    let http = emulator_http();
+    let get = |path: String| {
+        let http = http.clone();
+        let url = format!("{}{path}", api.url());
+        async move {
+            let bytes = http.get(url).send().await.ok()?.bytes().await.ok()?;
+            serde_json::from_slice::<Value>(&bytes).ok()
+        }
+    };
+    let ready_reason = |p: Option<Value>| {
+        p.as_ref()
+            .and_then(|p| condition(p, "Ready"))
+            .map(|c| c["reason"].as_str().unwrap_or_default().to_string())
+    };
+    let provider_path = |name: &str| format!("{BANLIEUE}/namespaces/{NS}/providers/{name}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready_reason(get(provider_path("a-vsphere")).await).as_deref() != Some("SecretMissing") {
+        assert!(
+            Instant::now() < deadline,
+            "a-vsphere not reconciled\n{}\n{}",
+            role.log(),
+            api.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Several seconds later the other Provider is still untouched: no status, no finalizer.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let b = get(provider_path("b-vsphere")).await.expect("b-vsphere");
+    assert!(b["status"]["conditions"].is_null(), "{b}\n{}", role.log());
+    assert!(b["metadata"]["finalizers"].is_null(), "{b}");
+    let a = get(provider_path("a-vsphere")).await.expect("a-vsphere");
+    assert_eq!(
+        a["metadata"]["finalizers"][0],
+        "banlieue.io/provider-in-use"
+    );
+    let lease = get(format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/banlieue-provider-a-vsphere"
+    ))
+    .await
+    .expect("its own Lease");
+    assert!(lease["spec"]["holderIdentity"].is_string(), "{lease}");
+}
+
+/// `banlieue controller --provider-workloads` (operator-managed mode): a
+/// Provider gets its provider workload (Deployment, ServiceAccount, Role
+/// reading its Secret by name, RoleBinding, ClusterRoleBinding, Lease), its
+/// availability becomes the Provider's `WorkloadReady`, and deleting the
+/// Provider removes the ClusterRoleBinding, releases it, and its owned
+/// objects are garbage-collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_managed_controller_makes_and_removes_a_providers_workload() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (api, kubeconfig) = emulator(dir.path(), &provider_without_secret("a-vsphere", "a-creds"));
+    let role = Role::start(
+        &[
+            "controller",
+            "--provider-workloads",
+            "--image",
+            "example.com/banlieue:v9",
+        ],
+        &kubeconfig,
+        dir.path().join("controller.log"),
+    );
+    let http = emulator_http();
+    let url = |path: &str| format!("{}{path}", api.url());
+    let get = |path: String| {
+        let (http, url) = (http.clone(), url(&path));
+        async move {
+            let response = http.get(url).send().await.ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            serde_json::from_slice::<Value>(&response.bytes().await.ok()?).ok()
+        }
+    };
+    let fail = |what: &str| -> ! { panic!("{what}\n{}\n{}", role.log(), api.log()) };
+    let until = |what: &'static str, path: String, done: fn(&Value) -> bool| {
+        let get = &get;
+        let fail = &fail;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if let Some(v) = get(path.clone()).await {
+                    if done(&v) {
+                        return v;
+                    }
+                }
+                if Instant::now() > deadline {
+                    fail(what);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let name = "banlieue-provider-a-vsphere";
+    let deployment_path = format!("/apis/apps/v1/namespaces/{NS}/deployments/{name}");
+    let deployment = until("the workload's Deployment", deployment_path.clone(), |_| {
+        true
+    })
+    .await;
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "example.com/banlieue:v9");
+    assert_eq!(
+        container["args"],
+        serde_json::json!([
+            "provider",
+            "vsphere",
+            "--namespace",
+            NS,
+            "--provider",
+            "a-vsphere"
+        ])
+    );
+    assert_eq!(
+        deployment["metadata"]["ownerReferences"][0]["name"],
+        "a-vsphere"
+    );
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let role_object = get(format!("{rbac}/namespaces/{NS}/roles/{name}"))
+        .await
+        .unwrap_or_else(|| fail("the workload's Role"));
+    assert_eq!(
+        role_object["rules"][0],
+        serde_json::json!({"apiGroups": [""], "resources": ["secrets"],
+                           "resourceNames": ["a-creds"], "verbs": ["get"]})
+    );
+    for path in [
+        format!("/api/v1/namespaces/{NS}/serviceaccounts/{name}"),
+        format!("{rbac}/namespaces/{NS}/rolebindings/{name}"),
+        format!("{rbac}/clusterrolebindings/banlieue-provider-banlieue-system-a-vsphere"),
+        format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{name}"),
+    ] {
+        assert!(get(path.clone()).await.is_some(), "{path}");
+    }
+    let provider_path = format!("{BANLIEUE}/namespaces/{NS}/providers/a-vsphere");
+    until("WorkloadReady=False", provider_path.clone(), |p| {
+        condition(p, "WorkloadReady").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+
+    // A replica becomes available: the condition follows.
+    let patched = http
+        .patch(url(&format!("{deployment_path}/status")))
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"status": {"availableReplicas": 1, "updatedReplicas": 2}}"#)
+        .send()
+        .await
+        .expect("PATCH");
+    assert!(patched.status().is_success(), "{}", patched.status());
+    until("WorkloadReady=True", provider_path.clone(), |p| {
+        condition(p, "WorkloadReady")
+            .is_some_and(|c| c["status"] == "True" && c["reason"] == "WorkloadAvailable")
+    })
+    .await;
+
+    // Deleted (no machine uses it): the binding goes, the Provider goes, its workload with it.
+    let deleted = http
+        .delete(url(&provider_path))
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = [
+            provider_path.clone(),
+            deployment_path.clone(),
+            format!("{rbac}/clusterrolebindings/banlieue-provider-banlieue-system-a-vsphere"),
+            format!("{rbac}/namespaces/{NS}/roles/{name}"),
+        ];
+        let mut remaining = Vec::new();
+        for path in left {
+            if get(path.clone()).await.is_some() {
+                remaining.push(path);
+            }
+        }
+        if remaining.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            fail(&format!("still there: {remaining:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

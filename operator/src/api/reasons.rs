@@ -19,7 +19,7 @@ macro_rules! reasons {
     };
 }
 
-/// A Provider's `Ready` and `Deleting` conditions.
+/// A Provider's `Ready`, `Deleting` and (operator-managed) `WorkloadReady` conditions.
 pub mod provider {
     reasons! {
         CONNECTED = "Connected", "Ready=True" =>
@@ -55,6 +55,12 @@ pub mod provider {
         WAITING_FOR_MACHINES = "WaitingForVSphereMachines", "Deleting=True" =>
             "The Provider is deleted and kept while VSphereMachines use it (named in the message), so they can \
              still destroy their VMs.";
+        WORKLOAD_AVAILABLE = "WorkloadAvailable", "WorkloadReady=True" =>
+            "Operator-managed install: a replica of the Provider's own provider workload (Deployment \
+             `banlieue-provider-<name>`) is available; the message gives the replicas and the image.";
+        WORKLOAD_UNAVAILABLE = "WorkloadUnavailable", "WorkloadReady=False" =>
+            "Operator-managed install: no replica of the Provider's provider workload is available yet (starting, \
+             rolling out a new image, or failing: see its pods).";
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Context<V> {
     /// The install namespace: its Providers are served and its Secrets read
     /// (by name, at each reconcile: see [`Context::fetch`]).
     pub namespace: String,
+    /// A provider workload's one Provider (`--provider`): only it, its
+    /// machines and their snapshots are served, and its own VMImage entries written.
+    pub scope: Option<String>,
     pub field_manager: String,
     pub resync: Duration,
     pub vsphere: Arc<V>,
@@ -76,6 +79,7 @@ impl<V: VSphere> Context<V> {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             namespace: namespace.to_string(),
+            scope: None,
             field_manager,
             resync,
             vsphere,
@@ -85,6 +89,14 @@ impl<V: VSphere> Context<V> {
             failures: Backoff::default(),
             metrics,
         }
+    }
+
+    /// Serves only `provider` of the namespace (a provider workload); its
+    /// writes get a field manager of their own.
+    pub fn scoped_to(mut self, provider: &str) -> Self {
+        self.field_manager = format!("{}-{provider}", self.field_manager);
+        self.scope = Some(provider.to_string());
+        self
     }
 
     pub(crate) fn ready(&self) -> bool {
@@ -103,6 +115,12 @@ impl<V: VSphere> Context<V> {
 }
 
 impl<V> Context<V> {
+    /// Whether this role serves the Provider `provider` names.
+    pub fn serves(&self, provider: &crate::api::NamespacedReference) -> bool {
+        provider.namespace == self.namespace
+            && self.scope.as_ref().is_none_or(|p| *p == provider.name)
+    }
+
     /// Reads the Secrets and ConfigMaps named, by name (a GET each: the role
     /// lists and watches none), in `namespace` if it is the install
     /// namespace: the role never reads another namespace's. A missing one is
@@ -181,3 +199,56 @@ fn absent_if_not_found<K>(result: kube::Result<K>) -> kube::Result<Option<K>> {
 
 /// How long to wait for the caches before trying again.
 pub(crate) const NOT_READY_DELAY: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NamespacedReference;
+    use crate::fixtures::store_of;
+    use crate::vsphere::mock::MockVSphere;
+
+    #[tokio::test]
+    async fn a_provider_workload_serves_its_own_provider_only_with_a_field_manager_of_its_own() {
+        let caches = || Caches {
+            providers: store_of(vec![]),
+            machines: store_of(vec![]),
+            images: store_of(vec![]),
+        };
+        let client = kube::Client::new(
+            tower_test::mock::pair::<
+                http::Request<kube::client::Body>,
+                http::Response<kube::client::Body>,
+            >()
+            .0,
+            "banlieue-system",
+        );
+        let new = || {
+            Context::new(
+                client.clone(),
+                "banlieue-system",
+                DEFAULT_RESYNC,
+                Arc::new(MockVSphere::default()),
+                caches(),
+                Arc::default(),
+            )
+        };
+        let at = |namespace: &str, name: &str| NamespacedReference {
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let whole = new();
+        assert!(
+            whole.serves(&at("banlieue-system", "a")) && whole.serves(&at("banlieue-system", "b"))
+        );
+        assert!(!whole.serves(&at("other", "a")));
+        let scoped = new().scoped_to("a");
+        assert!(scoped.serves(&at("banlieue-system", "a")));
+        assert!(!scoped.serves(&at("banlieue-system", "b")));
+        assert!(!scoped.serves(&at("other", "a")));
+        assert_eq!(
+            scoped.field_manager,
+            "banlieue-provider-vsphere-banlieue-system-a"
+        );
+        assert_ne!(scoped.field_manager, whole.field_manager);
+    }
+}

@@ -55,14 +55,20 @@ async fn image_inner<V: VSphere>(
     ctx: &Context<V>,
 ) -> Result<(Action, Option<ErrorKind>)> {
     let mut providers = ctx.providers.state();
-    providers.retain(|p| p.namespace().as_deref() == Some(ctx.namespace.as_str()));
+    providers.retain(|p| {
+        ctx.serves(&crate::api::NamespacedReference {
+            namespace: p.namespace().unwrap_or_default(),
+            name: p.name_any(),
+        })
+    });
     providers.sort_by_key(|p| p.name_any());
     let mut mine = Vec::with_capacity(providers.len());
     for p in &providers {
         let fetched = ctx.fetch_for(p).await?;
         mine.push(readiness::image_on_provider(image, p, &fetched, ctx.vsphere.as_ref()).await);
     }
-    let current = entries_of(image.status.as_ref(), &ctx.namespace);
+    let mut current = entries_of(image.status.as_ref(), &ctx.namespace);
+    current.retain(|e| ctx.scope.as_ref().is_none_or(|p| *p == e.provider));
     let generation = image.metadata.generation;
     let unchanged = current.iter().copied().eq(mine.iter())
         && (mine.is_empty()

@@ -6,20 +6,66 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Client, ResourceExt};
 
-use super::log_loop_result;
+use super::{log_loop_result, Background};
 use crate::api::{Provider, VMClass, VMImage, VSphereMachine, VirtualMachine};
+use crate::bootstrap::workload::{self, Workloads};
 use crate::caches::CacheSync;
 use crate::controllers::virtualmachine::{error_policy, reconcile, Caches, Context};
 use crate::health::Metrics;
 use crate::Result;
 
+/// The controller's Lease (leader election), in [`NAMESPACE`] unless `--lease-namespace` says otherwise.
+pub const LEASE: &str = "banlieue-controller";
+/// The install namespace of the static manifests.
+pub const NAMESPACE: &str = "banlieue-system";
+
 /// Runs the controller until a shutdown signal.
 pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
+    run_with(client, metrics, None).await
+}
+
+/// [`run`], and in operator-managed mode (`workloads`: the Providers'
+/// namespace and the image) one provider workload per Provider there, its
+/// Deployment's changes triggering the Provider's reconcile.
+pub async fn run_with(
+    client: Client,
+    metrics: Arc<Metrics>,
+    workloads: Option<(String, String)>,
+) -> Result<()> {
+    let workloads = workloads.map(|(namespace, image)| {
+        let ctx = Arc::new(Workloads {
+            client: client.clone(),
+            image,
+        });
+        let config = watcher::Config::default().any_semantic();
+        Controller::new(
+            Api::<Provider>::namespaced(client.clone(), &namespace),
+            config.clone(),
+        )
+        .owns(
+            Api::<Deployment>::namespaced(client.clone(), &namespace),
+            config,
+        )
+        .shutdown_on_signal()
+        .run(workload::reconcile, workload::error_policy, ctx)
+        .for_each(|result| async move { log_loop_result("ProviderWorkload", result) })
+    });
+    let workloads = async move {
+        if let Some(w) = workloads {
+            w.await;
+        }
+    };
+    let (result, ()) = futures::join!(schedule(client, metrics), workloads);
+    result
+}
+
+async fn schedule(client: Client, metrics: Arc<Metrics>) -> Result<()> {
     let config = watcher::Config::default().any_semantic();
     let (classes, class_writer) = reflector::store::<VMClass>();
     let (images, image_writer) = reflector::store::<VMImage>();
@@ -72,7 +118,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
         .with("Providers", providers.clone())
         .with("VSphereMachines", machines.clone())
         .with("VirtualMachines", vms.clone());
-    tokio::spawn(async move {
+    let _ready = Background::spawn(async move {
         sync.wait().await;
         metrics.set_ready();
     });

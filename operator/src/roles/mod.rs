@@ -10,7 +10,9 @@ use std::sync::Arc;
 use kube::Client;
 use tracing::warn;
 
+use crate::cli::LeaderElection;
 use crate::health::{self, Metrics};
+use crate::leadership::{self, Election, Leadership};
 
 /// What every role starts with: the health listener (`/healthz`, `/readyz`,
 /// `/metrics` on `addr`, served in the background) and a Kubernetes client
@@ -42,5 +44,45 @@ pub(crate) fn log_loop_result<T, E, Q>(
             tracing::debug!(kind, error = %e, "reconcile loop");
         }
         Err(e) => warn!(kind, error = %e, "reconcile loop"),
+    }
+}
+
+/// [`start`], then the role's leadership: a campaign for `lease` in the
+/// flags' namespace (or `namespace`) when leader election is on, else always leading.
+pub async fn start_elected(
+    addr: SocketAddr,
+    metrics: &Arc<Metrics>,
+    flags: &LeaderElection,
+    namespace: &str,
+    lease: &str,
+) -> Result<(Client, Leadership), String> {
+    let client = start(addr, metrics.clone()).await?;
+    if !flags.leader_elect {
+        return Ok((client, Leadership::always()));
+    }
+    let election = Election::new(
+        flags.lease_namespace.as_deref().unwrap_or(namespace),
+        lease,
+        leadership::identity(),
+        flags.lease_duration,
+        flags.lease_grace,
+    )?;
+    let leadership = leadership::campaign(client.clone(), election, metrics.clone());
+    Ok((client, leadership))
+}
+
+/// A background task of a role, aborted when the role's future is dropped
+/// (leadership lost) as well as when it ends.
+pub(crate) struct Background(tokio::task::JoinHandle<()>);
+
+impl Background {
+    pub(crate) fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self(tokio::spawn(task))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -16,7 +16,7 @@ use kube::runtime::{predicates, watcher, Controller, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use tracing::info;
 
-use super::log_loop_result;
+use super::{log_loop_result, Background};
 use crate::api::{
     IPAddressClaim, IPPool, NamespacedReference, Provider, VMImage, VMSnapshot, VSphereMachine,
     BUILTIN_POOL_KIND,
@@ -34,6 +34,9 @@ use crate::health::Metrics;
 use crate::vsphere::VSphere;
 use crate::Result;
 
+/// The provider role's Lease (leader election), in its namespace.
+pub const LEASE: &str = "banlieue-provider-vsphere";
+
 /// Runs the role until a shutdown signal, then logs out of every vCenter.
 pub async fn run<V>(
     client: Client,
@@ -45,7 +48,28 @@ pub async fn run<V>(
 where
     V: VSphere,
 {
+    run_scoped(client, namespace, None, resync, vsphere, metrics).await
+}
+
+/// [`run`], serving only the Provider `scope` names when it is set (a
+/// provider workload, `--provider`): its Provider watch is that one object.
+pub async fn run_scoped<V>(
+    client: Client,
+    namespace: &str,
+    scope: Option<&str>,
+    resync: Duration,
+    vsphere: Arc<V>,
+    metrics: Arc<Metrics>,
+) -> Result<()>
+where
+    V: VSphere,
+{
+    let _logout = LogoutOnDrop(vsphere.clone());
     let config = watcher::Config::default().any_semantic();
+    let provider_config = match scope {
+        Some(name) => config.clone().fields(&format!("metadata.name={name}")),
+        None => config.clone(),
+    };
     let (providers, provider_writer) = reflector::store::<Provider>();
     let (images, image_writer) = reflector::store::<VMImage>();
     let (machines, machine_writer) = reflector::store::<VSphereMachine>();
@@ -56,12 +80,23 @@ where
         provider_writer,
         watcher(
             Api::<Provider>::namespaced(client.clone(), namespace),
-            config.clone(),
+            provider_config.clone(),
         ),
     )
     .default_backoff()
     .touched_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    .predicate_filter(predicates::generation, Default::default())
+    // The field selector already keeps one Provider; an API server that
+    // ignored it would still not get the others reconciled.
+    .filter({
+        let scope = scope.map(String::from);
+        move |p| {
+            let keep = scope
+                .as_ref()
+                .is_none_or(|name| p.as_ref().is_ok_and(|p| p.name_any() == *name));
+            std::future::ready(keep)
+        }
+    });
     let image_stream = reflector::reflector(
         image_writer,
         watcher(Api::<VMImage>::all(client.clone()), config.clone()),
@@ -86,13 +121,13 @@ where
     // re-verifies the images.
     let provider_changes = watcher(
         Api::<Provider>::namespaced(client.clone(), namespace),
-        config,
+        provider_config,
     )
     .default_backoff()
     .touched_objects();
 
     let client_for_allocator = client.clone();
-    let ctx = Arc::new(Context::new(
+    let ctx = Context::new(
         client,
         namespace,
         resync,
@@ -103,19 +138,23 @@ where
             images: images.clone(),
         },
         metrics.clone(),
-    ));
+    );
+    let ctx = Arc::new(match scope {
+        Some(name) => ctx.scoped_to(name),
+        None => ctx,
+    });
 
-    {
+    let _ready = {
         let ctx = ctx.clone();
-        tokio::spawn(async move {
+        Background::spawn(async move {
             ctx.caches.wait().await;
             ctx.metrics.set_ready();
-        });
-    }
+        })
+    };
     // Sessions of deleted Providers are logged out at each resync.
     let sweeper = {
         let (vsphere, providers) = (vsphere.clone(), providers.clone());
-        tokio::spawn(async move {
+        Background::spawn(async move {
             let mut ticker = tokio::time::interval(resync);
             loop {
                 ticker.tick().await;
@@ -217,10 +256,23 @@ where
         snapshot_controller,
         allocator
     );
-    sweeper.abort();
+    drop(sweeper);
     info!("stopping: logging out of vCenter");
     vsphere.retain_sessions(&BTreeSet::new()).await;
     Ok(())
+}
+
+/// Logs out of every vCenter session when the role's future is dropped
+/// (leadership lost): a standby holds no session against vCenter's limit.
+struct LogoutOnDrop<V: VSphere>(Arc<V>);
+
+impl<V: VSphere> Drop for LogoutOnDrop<V> {
+    fn drop(&mut self) {
+        let vsphere = self.0.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { vsphere.retain_sessions(&BTreeSet::new()).await });
+        }
+    }
 }
 
 /// The built-in IP pool's allocator: binds the namespace's claims on
@@ -246,7 +298,7 @@ async fn allocator(client: Client, namespace: &str, resync: Duration) {
     });
     let sweeper = {
         let (pools, claims, namespace) = (pools.clone(), claims.clone(), namespace.to_string());
-        tokio::spawn(async move {
+        Background::spawn(async move {
             let mut ticker = tokio::time::interval(resync);
             loop {
                 ticker.tick().await;
@@ -278,5 +330,5 @@ async fn allocator(client: Client, namespace: &str, resync: Duration) {
         .run(reconcile_claim, claim_error_policy, ctx)
         .for_each(|result| async move { log_loop_result("IPAddressClaim", result) })
         .await;
-    sweeper.abort();
+    drop(sweeper);
 }

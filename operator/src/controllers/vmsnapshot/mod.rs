@@ -107,7 +107,7 @@ where
         .get(&ObjectRef::new(&snapshot.spec.vm_ref.name).within(&namespace));
     if machine
         .as_ref()
-        .is_some_and(|m| m.spec.provider_ref.namespace != ctx.namespace)
+        .is_some_and(|m| !ctx.serves(&m.spec.provider_ref))
     {
         return Ok(Action::await_change());
     }

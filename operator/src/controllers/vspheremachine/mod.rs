@@ -132,7 +132,7 @@ pub async fn reconcile_machine<V>(
 where
     V: VSphere,
 {
-    if machine.spec.provider_ref.namespace != ctx.namespace {
+    if !ctx.serves(&machine.spec.provider_ref) {
         return Ok(Action::await_change());
     }
     if !ctx.caches.is_synced() {
