@@ -2,7 +2,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Firmware, LocalObjectReference};
+use super::{CloneMode, Firmware, LocalObjectReference};
 
 /// A backend-agnostic OS image mapped to a source per backend kind.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -40,6 +40,10 @@ pub struct VMImageSpec {
     /// Secrets (in the Provider's namespace) with the cloud-config handed to the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cloud_configs: Vec<CloudConfig>,
+    /// `full` or `linked` (see the VMClass's `cloneMode`, which wins when
+    /// set); unset: `full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_mode: Option<CloneMode>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]

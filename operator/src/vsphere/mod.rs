@@ -439,6 +439,10 @@ pub struct CloneRequest {
     pub template_mo_ref: Option<String>,
     /// Where the VM's files and root disk go (the template's datastore when `None`).
     pub datastore: Option<String>,
+    /// A linked clone: child disks of the template's current snapshot (taken
+    /// once, on a template that is not running, when it has none); the root
+    /// disk keeps the template's size and provisioning.
+    pub linked: bool,
     pub shape: Shape,
 }
 
