@@ -1,6 +1,8 @@
 //! Images against the simulator, through `check --apply`: linked clones
 //! (the template's snapshot taken once, each clone's disk a child of it, the
-//! VMClass's `cloneMode` winning over the VMImage's).
+//! VMClass's `cloneMode` winning over the VMImage's), and a content library
+//! item (an OVF template uploaded to a library) verified, deployed once as a
+//! template and cloned from, a missing one reported with its library.
 //!
 //! The launcher runs with `-linked-clones`: govmomi 0.24's simulator copies
 //! a linked clone's disks; with the flag a clone whose spec has the
@@ -15,16 +17,25 @@ use banlieue::conditions;
 use banlieue::vsphere::vcenter::machines::LINKED_CLONE_SNAPSHOT;
 use banlieue::vsphere::vcenter::VCenter;
 use vsphere_client::mo;
+use vsphere_client::rest::{ItemSpec, LibraryItemType, LocalLibrarySpec};
 use vsphere_client::types::{
     AnyVirtualDevice, AnyVirtualDeviceBackingInfo, ManagedObjectReference,
 };
 use vsphere_client::Client;
-use vsphere_tests::{Simulator, SimulatorOptions, Template};
+use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, Template, TINY_OVF as OVF};
 
 const PASSWORD: &str = "s3cret-Pw";
 
-async fn simulator(extra_args: &[&str]) -> Simulator {
+/// A simulator with `extra_args`, serving plain HTTP when `plain` (its vAPI
+/// side deploys an OVF through a SOAP client of its own, which fails on
+/// its TLS).
+async fn simulator(extra_args: &[&str], plain: bool) -> Simulator {
     let options = SimulatorOptions {
+        tls: if plain {
+            ServerTls::Plain
+        } else {
+            SimulatorOptions::default().tls
+        },
         password: PASSWORD.into(),
         templates: vec![Template::everywhere("golden")],
         hosts_per_cluster: 1,
@@ -39,10 +50,15 @@ async fn simulator(extra_args: &[&str]) -> Simulator {
         .unwrap_or_else(|e| panic!("simulator: {e}"))
 }
 
-/// A Provider, the image `golden` (linked clones), class `linked` (no
-/// `cloneMode`: the image's) and class `full` (`cloneMode: full`, which
-/// wins), and VirtualMachines `team-a/<name>` of `classes`.
-fn manifests(sim: &Simulator, vms: &[(&str, &str)]) -> String {
+/// The linked-clone test's image: template `golden`, linked clones.
+const GOLDEN_LINKED: &str =
+    "cloneMode: linked\n  sources: [{ providerClass: vsphere, kind: Template, ref: golden }]\n  \
+                             template: { installMode: deferred }";
+
+/// A Provider, the image `golden` of spec `image`, class `linked` (no
+/// `cloneMode`: the image's), class `full` (`cloneMode: full`, which wins)
+/// and class `nodisk`, and VirtualMachines `team-a/<name>` of `classes`.
+fn manifests(sim: &Simulator, image: &str, vms: &[(&str, &str)]) -> String {
     let mut text = format!(
         r#"apiVersion: v1
 kind: Secret
@@ -59,19 +75,18 @@ spec:
     storageClasses: [{{ name: gold, target: {{ datastore: LocalDS_0 }} }}]
     networkClasses: [{{ name: prod, target: {{ portGroup: DC0_DVPG0 }} }}]
 ---
-{linked}{full}apiVersion: banlieue.io/v1alpha1
+{linked}{full}{nodisk}apiVersion: banlieue.io/v1alpha1
 kind: VMImage
 metadata: {{ name: golden }}
 spec:
-  cloneMode: linked
-  sources: [{{ providerClass: vsphere, kind: Template, ref: golden }}]
-  template: {{ installMode: deferred }}
+  {image}
 ---
 "#,
         user = sim.username(),
         url = sim.sdk_url(),
-        linked = class("linked", ""),
-        full = class("full", "cloneMode: full"),
+        linked = class("linked", "", ROOT_DISK),
+        full = class("full", "cloneMode: full", ROOT_DISK),
+        nodisk = class("nodisk", "", ""),
     );
     for (name, class) in vms {
         text.push_str(&format!(
@@ -82,15 +97,17 @@ spec:
     text
 }
 
-/// A small VMClass `name` with `extra` in its spec.
-fn class(name: &str, extra: &str) -> String {
+const ROOT_DISK: &str = ", disks: [{ name: root, sizeGiB: 1, storageClass: gold }]";
+
+/// A small VMClass `name` with `extra` in its spec and `disks` in its hardware.
+fn class(name: &str, extra: &str, disks: &str) -> String {
     format!(
         "apiVersion: banlieue.io/v1alpha1\nkind: VMClass\nmetadata: {{ name: {name} }}\nspec:\n  {extra}\n  \
-         hardware: {{ cpus: 1, memoryMiB: 256, disks: [{{ name: root, sizeGiB: 1, storageClass: gold }}] }}\n---\n"
+         hardware: {{ cpus: 1, memoryMiB: 256{disks} }}\n---\n"
     )
 }
 
-fn world(text: &str) -> World {
+fn world_of(text: &str) -> World {
     let mut world = World::default();
     for doc in parse_documents(text).expect("test manifests") {
         world.add("test", doc);
@@ -170,15 +187,16 @@ async fn vm_disks(client: &Client, vm: &ManagedObjectReference) -> Vec<(String, 
 
 #[tokio::test]
 async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_class_wins() {
-    let sim = simulator(&["-linked-clones"]).await;
+    let sim = simulator(&["-linked-clones"], false).await;
     let client = connect(&sim).await;
     let template = client
         .search_inventory_path("DC0/vm/golden")
         .await
         .expect("lookup")
         .expect("the template");
-    let mut world = world(&manifests(
+    let mut world = world_of(&manifests(
         &sim,
+        GOLDEN_LINKED,
         &[("web-1", "linked"), ("web-2", "linked"), ("db", "full")],
     ));
     apply(&mut world).await;
@@ -236,4 +254,118 @@ async fn linked_clones_share_the_template_snapshot_s_disk_taken_once_and_the_cla
         .await
         .expect("the template's snapshots");
     assert_eq!(tree.len(), 1);
+}
+
+fn library_image(item: &str) -> String {
+    format!(
+        "sources: [{{ providerClass: vsphere, kind: ContentLibraryItem, library: images, ref: {item} }}]\n  \
+         template: {{ installMode: deferred }}"
+    )
+}
+
+fn image_entry(world: &World) -> (bool, String, String, Vec<String>) {
+    let entry = world.images[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.per_provider.first())
+        .cloned()
+        .expect("the image's entry");
+    (
+        entry.ready,
+        entry.reason.unwrap_or_default(),
+        entry.message.unwrap_or_default(),
+        entry.templates.iter().map(|t| t.name.clone()).collect(),
+    )
+}
+
+#[tokio::test]
+async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_cloned() {
+    let sim = simulator(&[], true).await;
+    let client = connect(&sim).await;
+    let rest = client.rest().await.expect("REST");
+    let content = rest.library();
+    let datastore = client
+        .search_inventory_path("DC0/datastore/LocalDS_0")
+        .await
+        .expect("lookup")
+        .expect("the datastore");
+    let library = content
+        .create_local(&LocalLibrarySpec::on_datastore("images", &datastore))
+        .await
+        .expect("library");
+    let item = content
+        .create_item(&ItemSpec::new(&library, "tiny", Some(LibraryItemType::Ovf)))
+        .await
+        .expect("item");
+    content
+        .upload_files(&item, [("tiny.ovf", OVF.as_bytes().to_vec())])
+        .await
+        .expect("upload");
+    let version = content
+        .get_item(&item)
+        .await
+        .expect("the item")
+        .content_version
+        .unwrap_or_else(|| "0".into());
+    let template = format!("banlieue-{item}-v{version}");
+
+    let mut world = world_of(&manifests(
+        &sim,
+        &library_image("tiny"),
+        &[("web", "nodisk")],
+    ));
+    apply(&mut world).await;
+    let (ready, reason, message, templates) = image_entry(&world);
+    assert_eq!(
+        (ready, reason.as_str()),
+        (true, "LibraryItemDeployed"),
+        "{message}"
+    );
+    assert_eq!(templates, std::slice::from_ref(&template));
+    let deployed = client
+        .search_inventory_path(&format!("DC0/vm/banlieue-images/{template}"))
+        .await
+        .expect("lookup")
+        .expect("the item deployed into the images folder");
+    let is_template = client
+        .properties::<mo::VirtualMachine>(&["config.template"])
+        .expect("paths")
+        .get(&deployed)
+        .await
+        .expect("read")
+        .config
+        .is_some_and(|c| c.template);
+    assert!(is_template, "marked a template");
+    machine_ref(&world, "web");
+    assert_eq!(
+        world.machines[0].spec.template.name, template,
+        "cloned from the deployed template"
+    );
+
+    // A second run deploys nothing more and makes no VM.
+    apply(&mut world).await;
+    let folder = client
+        .search_inventory_path("DC0/vm/banlieue-images")
+        .await
+        .expect("lookup")
+        .expect("the images folder");
+    let children = client
+        .properties::<mo::Folder>(&["childEntity"])
+        .expect("paths")
+        .get(&folder)
+        .await
+        .expect("read")
+        .child_entity
+        .unwrap_or_default();
+    assert_eq!(children, [deployed], "one deploy in all");
+
+    // An item the library does not have: not ready, the library named.
+    let mut missing = world_of(&manifests(&sim, &library_image("nope"), &[]));
+    apply(&mut missing).await;
+    let (ready, reason, message, _) = image_entry(&missing);
+    assert_eq!((ready, reason.as_str()), (false, "LibraryItemNotFound"));
+    assert!(
+        message.contains("\"nope\"") && message.contains("content library \"images\""),
+        "{message}"
+    );
 }

@@ -15,7 +15,7 @@ use vsphere_client::rest::{
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind};
-use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, TestCa};
+use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, TestCa, TINY_OVF as OVF};
 
 /// Starts a simulator off the async runtime (the launcher blocks while it
 /// starts).
@@ -323,41 +323,6 @@ async fn tag_lifecycle_on_a_simulator_vm() {
     rest.logout().await.expect("logout");
     client.close().await.expect("SOAP logout");
 }
-
-/// The smallest OVF descriptor vcsim's OvfManager turns into an import spec.
-const OVF: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1" xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"
-  xmlns:rasd="http://schemas.dmtf.org/wbem/wscim/1/cim-schema/2/CIM_ResourceAllocationSettingData"
-  xmlns:vssd="http://schemas.dmtf.org/wbem/wscim/1/cim-schema/2/CIM_VirtualSystemSettingData">
-  <References/>
-  <VirtualSystem ovf:id="tiny">
-    <Info>A tiny virtual machine</Info>
-    <Name>tiny</Name>
-    <VirtualHardwareSection>
-      <Info>Virtual hardware</Info>
-      <System>
-        <vssd:ElementName>Virtual Hardware Family</vssd:ElementName>
-        <vssd:InstanceID>0</vssd:InstanceID>
-        <vssd:VirtualSystemType>vmx-13</vssd:VirtualSystemType>
-      </System>
-      <Item>
-        <rasd:AllocationUnits>hertz * 10^6</rasd:AllocationUnits>
-        <rasd:ElementName>1 virtual CPU</rasd:ElementName>
-        <rasd:InstanceID>1</rasd:InstanceID>
-        <rasd:ResourceType>3</rasd:ResourceType>
-        <rasd:VirtualQuantity>1</rasd:VirtualQuantity>
-      </Item>
-      <Item>
-        <rasd:AllocationUnits>byte * 2^20</rasd:AllocationUnits>
-        <rasd:ElementName>64MB of memory</rasd:ElementName>
-        <rasd:InstanceID>2</rasd:InstanceID>
-        <rasd:ResourceType>4</rasd:ResourceType>
-        <rasd:VirtualQuantity>64</rasd:VirtualQuantity>
-      </Item>
-    </VirtualHardwareSection>
-  </VirtualSystem>
-</Envelope>
-"#;
 
 /// DC0's datastore, its cluster's root pool and its VM folder.
 async fn placement(client: &Client) -> [ManagedObjectReference; 3] {

@@ -12,7 +12,10 @@ use vsphere_client::types::{AnySelectionSpec, HostSystemConnectionState, Managed
 
 use super::facts::call_error;
 use super::VCenterSession;
-use crate::vsphere::{Cluster, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, Session};
+use crate::vsphere::{
+    Cluster, Datacenter, Error, ErrorKind, FoundTemplate, ImageTarget, Inventory, LibraryItemFacts,
+    LibraryItemLookup, Session,
+};
 
 impl Session for VCenterSession {
     async fn inventory(&self) -> Result<Inventory, Error> {
@@ -132,6 +135,22 @@ impl Session for VCenterSession {
             }
         }
         Ok(found)
+    }
+
+    async fn find_library_item(
+        &self,
+        library: &str,
+        item: &str,
+    ) -> Result<LibraryItemLookup, Error> {
+        self.library_item(library, item).await
+    }
+
+    async fn deploy_library_item(
+        &self,
+        item: &LibraryItemFacts,
+        target: &ImageTarget,
+    ) -> Result<FoundTemplate, Error> {
+        self.deploy_item(item, target).await
     }
 }
 

@@ -48,6 +48,10 @@ pub struct PlacementCache {
     /// Held while a template's linked-clone base snapshot is looked for and
     /// taken, so two clones at once take one.
     linked_bases: tokio::sync::Mutex<()>,
+    /// The REST clients (content libraries): for lookups, and for deploys
+    /// (a longer deadline).
+    pub(super) rest: tokio::sync::OnceCell<vsphere_client::rest::RestClient>,
+    pub(super) rest_deploy: tokio::sync::OnceCell<vsphere_client::rest::RestClient>,
 }
 
 impl PlacementCache {
@@ -116,7 +120,11 @@ impl VCenterSession {
         Ok(found)
     }
 
-    async fn required(&self, path: &str, what: &str) -> Result<ManagedObjectReference, Error> {
+    pub(super) async fn required(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<ManagedObjectReference, Error> {
         self.path(path)
             .await?
             .ok_or_else(|| Error::fault("NotFound", format!("{what} {path} not found")))
@@ -124,7 +132,7 @@ impl VCenterSession {
 
     /// The failure domain's VM folder, made when missing (two makers racing:
     /// the loser's `DuplicateName` means it exists).
-    async fn folder(
+    pub(super) async fn folder(
         &self,
         datacenter: &str,
         folder: &str,

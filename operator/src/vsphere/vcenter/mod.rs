@@ -12,6 +12,8 @@
 //! when the role stops.
 //!
 //! - [`inventory`]: [`Session`] (the failure-domain walk, template lookup);
+//! - [`library`]: content library items found and deployed as templates
+//!   (the REST side);
 //! - [`machines`]: [`Machines`](super::Machines) (clone, reconfigure, power,
 //!   destroy, tasks), with placement resolved once per session;
 //! - [`snapshots`]: [`Snapshots`](super::Snapshots) (take, revert, remove);
@@ -34,6 +36,7 @@ use watch::VmWatch;
 
 pub mod facts;
 pub mod inventory;
+pub mod library;
 pub mod machines;
 pub mod snapshots;
 pub mod watch;
