@@ -2,7 +2,8 @@
 //! (the template's snapshot taken once, each clone's disk a child of it, the
 //! VMClass's `cloneMode` winning over the VMImage's), and a content library
 //! item (an OVF template uploaded to a library) verified, deployed once as a
-//! template and cloned from, a missing one reported with its library.
+//! template and cloned from, a VM-template item deployed the same way, a
+//! missing one reported with its library.
 //!
 //! The launcher runs with `-linked-clones`: govmomi 0.24's simulator copies
 //! a linked clone's disks; with the flag a clone whose spec has the
@@ -17,7 +18,7 @@ use banlieue::conditions;
 use banlieue::vsphere::vcenter::machines::LINKED_CLONE_SNAPSHOT;
 use banlieue::vsphere::vcenter::VCenter;
 use vsphere_client::mo;
-use vsphere_client::rest::{ItemSpec, LibraryItemType, LocalLibrarySpec};
+use vsphere_client::rest::{ItemSpec, LibraryItemType, LocalLibrarySpec, VmTemplateSpec};
 use vsphere_client::types::{
     AnyVirtualDevice, AnyVirtualDeviceBackingInfo, ManagedObjectReference,
 };
@@ -358,6 +359,41 @@ async fn a_content_library_item_is_verified_deployed_once_as_a_template_and_clon
         .child_entity
         .unwrap_or_default();
     assert_eq!(children, [deployed], "one deploy in all");
+
+    // A VM-template item (made from a VM of the simulator): deployed the same way.
+    let pool = client
+        .search_inventory_path("DC0/host/DC0_C0/Resources")
+        .await
+        .expect("lookup")
+        .expect("the pool");
+    let source = client
+        .search_inventory_path("DC0/vm/DC0_C0_RP0_VM0")
+        .await
+        .expect("lookup")
+        .expect("a VM");
+    let vmtx = content
+        .create_vm_template(&VmTemplateSpec {
+            name: "golden-vmtx".into(),
+            source_vm: source,
+            library_id: library.clone(),
+            folder: Some(folder.clone()),
+            resource_pool: Some(pool),
+            ..Default::default()
+        })
+        .await
+        .expect("the VM-template item");
+    let mut from_vmtx = world_of(&manifests(&sim, &library_image("golden-vmtx"), &[]));
+    apply(&mut from_vmtx).await;
+    let (ready, reason, message, templates) = image_entry(&from_vmtx);
+    assert_eq!(
+        (ready, reason.as_str()),
+        (true, "LibraryItemDeployed"),
+        "{message}"
+    );
+    assert!(
+        templates[0].starts_with(&format!("banlieue-{vmtx}-v")),
+        "{templates:?}"
+    );
 
     // An item the library does not have: not ready, the library named.
     let mut missing = world_of(&manifests(&sim, &library_image("nope"), &[]));
