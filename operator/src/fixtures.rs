@@ -134,6 +134,7 @@ pub(crate) fn machine(name: &str) -> VSphereMachine {
                 name: "golden".into(),
                 mo_ref: Some("vm-1".into()),
             },
+            clone_mode: Default::default(),
             cpus: 2,
             memory_mib: 2048,
             disks: vec![MachineDisk {

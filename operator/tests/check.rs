@@ -10,7 +10,7 @@ use banlieue::api::{PowerState, Provider};
 use banlieue::check::{self, image_ready, parse_documents, Output, World};
 use banlieue::conditions;
 use banlieue::vsphere::mock::{MockVSphere, Script};
-use banlieue::vsphere::{Cluster, Datacenter, Error, ErrorKind, Inventory, Tls};
+use banlieue::vsphere::{Cluster, Datacenter, Error, ErrorKind, Inventory, LibraryItemFacts, Tls};
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples")
@@ -38,6 +38,14 @@ fn script() -> Script {
                 },
             ],
         },
+        // The content library image of the examples.
+        library_items: vec![LibraryItemFacts {
+            id: "5e1f".into(),
+            name: "ubuntu-22.04-cloudinit".into(),
+            library: "golden-images".into(),
+            item_type: "ovf".into(),
+            content_version: "2".into(),
+        }],
         templates: BTreeMap::from([
             (
                 ("ubuntu-22.04-cloudinit".into(), "DC1".into()),

@@ -142,7 +142,7 @@ fn enums_and_minimums_are_in_the_schema() {
     let spec = &image["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(
         spec["sources"]["items"]["properties"]["kind"]["enum"],
-        json!(["Template"])
+        json!(["Template", "ContentLibraryItem"])
     );
     assert_eq!(
         spec["template"]["properties"]["installMode"]["enum"],

@@ -27,5 +27,5 @@ pub use ca::{thumbprint, ServerCertificate, TestCa};
 pub use kube_emulator::{kube_emulator_script, KubeEmulator, KubeEmulatorError};
 pub use logs::CapturedLogs;
 pub use simulator::{
-    launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template,
+    launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template, TINY_OVF,
 };

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 use vsphere_client::rest::{
     ApiFlavor, Cardinality, CategorySpec, NetworkMapping, OvfDeploySpec, RestClient, RestErrorType,
-    TagSpec,
+    TagSpec, VmTemplateDeploySpec, VmTemplateSpec,
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind, RetryConfig};
@@ -173,10 +173,9 @@ async fn api_session_is_created_used_and_deleted() {
     );
 }
 
-#[tokio::test]
-async fn servers_without_api_paths_get_the_rest_paths() {
-    let vc = vcenter().await;
-    let server = vc.server();
+/// A server without `/api` paths: one login on `/rest`, answered with
+/// [`REST_SESSION`].
+async fn mount_rest_only_login(server: &wiremock::MockServer) {
     Mock::given(method("POST"))
         .and(path("/api/session"))
         .respond_with(ResponseTemplate::new(404).set_body_string("404 page not found"))
@@ -190,6 +189,13 @@ async fn servers_without_api_paths_get_the_rest_paths() {
         .expect(1)
         .mount(server)
         .await;
+}
+
+#[tokio::test]
+async fn servers_without_api_paths_get_the_rest_paths() {
+    let vc = vcenter().await;
+    let server = vc.server();
+    mount_rest_only_login(server).await;
     Mock::given(method("POST"))
         .and(path(format!(
             "/rest/com/vmware/cis/tagging/tag/id:{CATEGORY_ID}"
@@ -527,6 +533,129 @@ async fn library_api_paths_and_ovf_deploy() {
         "{err}"
     );
     assert_eq!(api_logins(&vc).await, 1, "every call on the first session");
+}
+
+// ---- VM-template library items on /api and /rest ------------------------------
+
+/// The deploy spec of both flavors' tests: a machine `web-1` in a pool and
+/// folder, on a datastore.
+fn template_deploy_spec() -> VmTemplateDeploySpec {
+    let mut spec = VmTemplateDeploySpec::new(
+        "web-1",
+        ManagedObjectReference::new("ResourcePool", "resgroup-8"),
+    );
+    spec.folder = Some(ManagedObjectReference::new("Folder", "group-v3"));
+    spec.datastore = Some(ManagedObjectReference::new("Datastore", "datastore-11"));
+    spec
+}
+
+/// The body of [`template_deploy_spec`], as the Automation API reference
+/// writes `vcenter.vm_template.LibraryItems.DeploySpec`.
+fn template_deploy_body() -> serde_json::Value {
+    json!({
+        "name": "web-1",
+        "placement": {"folder": "group-v3", "resource_pool": "resgroup-8"},
+        "vm_home_storage": {"datastore": "datastore-11"},
+        "disk_storage": {"datastore": "datastore-11"},
+        "powered_on": false
+    })
+}
+
+#[tokio::test]
+async fn vm_template_items_are_made_and_deployed_on_api_paths() {
+    let vc = vcenter().await;
+    let server = vc.server();
+    with_session(method("POST"))
+        .and(path("/api/vcenter/vm-template/library-items"))
+        .and(body_json(json!({
+            "source_vm": "vm-42", "name": "golden", "library": "lib-1",
+            "placement": {"folder": "group-v3", "cluster": "domain-c7"}
+        })))
+        .respond_with(json_reply(201, json!("item-7")))
+        .expect(1)
+        .mount(server)
+        .await;
+    with_session(method("POST"))
+        .and(path("/api/vcenter/vm-template/library-items/item-7"))
+        .and(query_param("action", "deploy"))
+        .and(body_json(template_deploy_body()))
+        .respond_with(json_reply(200, json!("vm-101")))
+        .expect(1)
+        .mount(server)
+        .await;
+    with_session(method("POST"))
+        .and(path("/api/vcenter/vm-template/library-items/item-gone"))
+        .and(query_param("action", "deploy"))
+        .respond_with(json_reply(404, json!({"error_type": "NOT_FOUND", "messages": [{"id": "com.vmware.vdcs.vmtx-main.library_item_not_found", "default_message": "Library item item-gone not found.", "args": ["item-gone"]}]})))
+        .expect(1)
+        .mount(server)
+        .await;
+    let rest = api_client(&vc).await;
+    let content = rest.library();
+    let item = content
+        .create_vm_template(&VmTemplateSpec {
+            name: "golden".into(),
+            source_vm: vm(),
+            library_id: "lib-1".into(),
+            folder: Some(ManagedObjectReference::new("Folder", "group-v3")),
+            cluster: Some(ManagedObjectReference::new(
+                "ClusterComputeResource",
+                "domain-c7",
+            )),
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+    assert_eq!(item, "item-7");
+    let spec = template_deploy_spec();
+    assert_eq!(
+        content
+            .deploy_vm_template(&item, &spec)
+            .await
+            .expect("deploy"),
+        ManagedObjectReference::new("VirtualMachine", "vm-101")
+    );
+    let err = content
+        .deploy_vm_template("item-gone", &spec)
+        .await
+        .expect_err("no such item");
+    assert!(err.is_rest_error(&RestErrorType::NotFound), "{err:?}");
+    assert!(err.to_string().contains("item-gone not found"), "{err}");
+    // No placement to run in: refused before anything is sent.
+    let mut nowhere = spec.clone();
+    nowhere.resource_pool = None;
+    let err = content
+        .deploy_vm_template(&item, &nowhere)
+        .await
+        .expect_err("no placement");
+    assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+}
+
+#[tokio::test]
+async fn vm_template_items_are_deployed_on_rest_paths_with_plain_ids() {
+    // `/rest` serves `vcenter/vm-template` outside `com/vmware`, with plain
+    // ids and `?action=`, the spec wrapped as `{"spec": ...}`.
+    let vc = vcenter().await;
+    let server = vc.server();
+    mount_rest_only_login(server).await;
+    Mock::given(method("POST"))
+        .and(path("/rest/vcenter/vm-template/library-items/item-7"))
+        .and(query_param("action", "deploy"))
+        .and(header(SESSION_HEADER, REST_SESSION))
+        .and(body_json(json!({"spec": template_deploy_body()})))
+        .respond_with(json_reply(200, json!({"value": "vm-102"})))
+        .expect(1)
+        .mount(server)
+        .await;
+    let rest = api_client(&vc).await;
+    assert_eq!(rest.flavor(), ApiFlavor::Rest);
+    assert_eq!(
+        rest.library()
+            .deploy_vm_template("item-7", &template_deploy_spec())
+            .await
+            .expect("deploy"),
+        ManagedObjectReference::new("VirtualMachine", "vm-102")
+    );
 }
 
 // ---- 401 and re-login ------------------------------------------------------------

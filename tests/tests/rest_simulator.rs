@@ -1,7 +1,8 @@
 //! vsphere-client's REST module against the simulator's vAPI endpoints
 //! (govmomi 0.24's vcsim serves the `/rest` paths only): sessions, the tag
 //! lifecycle on a real VM, a content library with an uploaded OVF item
-//! deployed to a VM that the SOAP side then sees, and the tags CLI.
+//! deployed to a VM that the SOAP side then sees, a VM-template item made
+//! from a VM and deployed, and the tags CLI.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -9,11 +10,12 @@ use std::time::Duration;
 
 use vsphere_client::rest::{
     ApiFlavor, Cardinality, CategorySpec, CategoryUpdate, ItemSpec, LibraryItemType,
-    LocalLibrarySpec, OvfDeploySpec, RestClient, RestErrorType, TagSpec,
+    LocalLibrarySpec, OvfDeploySpec, RestClient, RestErrorType, TagSpec, VmTemplateDeploySpec,
+    VmTemplateSpec,
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind};
-use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, TestCa};
+use vsphere_tests::{ServerTls, Simulator, SimulatorOptions, TestCa, TINY_OVF as OVF};
 
 /// Starts a simulator off the async runtime (the launcher blocks while it
 /// starts).
@@ -322,40 +324,14 @@ async fn tag_lifecycle_on_a_simulator_vm() {
     client.close().await.expect("SOAP logout");
 }
 
-/// The smallest OVF descriptor vcsim's OvfManager turns into an import spec.
-const OVF: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1" xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"
-  xmlns:rasd="http://schemas.dmtf.org/wbem/wscim/1/cim-schema/2/CIM_ResourceAllocationSettingData"
-  xmlns:vssd="http://schemas.dmtf.org/wbem/wscim/1/cim-schema/2/CIM_VirtualSystemSettingData">
-  <References/>
-  <VirtualSystem ovf:id="tiny">
-    <Info>A tiny virtual machine</Info>
-    <Name>tiny</Name>
-    <VirtualHardwareSection>
-      <Info>Virtual hardware</Info>
-      <System>
-        <vssd:ElementName>Virtual Hardware Family</vssd:ElementName>
-        <vssd:InstanceID>0</vssd:InstanceID>
-        <vssd:VirtualSystemType>vmx-13</vssd:VirtualSystemType>
-      </System>
-      <Item>
-        <rasd:AllocationUnits>hertz * 10^6</rasd:AllocationUnits>
-        <rasd:ElementName>1 virtual CPU</rasd:ElementName>
-        <rasd:InstanceID>1</rasd:InstanceID>
-        <rasd:ResourceType>3</rasd:ResourceType>
-        <rasd:VirtualQuantity>1</rasd:VirtualQuantity>
-      </Item>
-      <Item>
-        <rasd:AllocationUnits>byte * 2^20</rasd:AllocationUnits>
-        <rasd:ElementName>64MB of memory</rasd:ElementName>
-        <rasd:InstanceID>2</rasd:InstanceID>
-        <rasd:ResourceType>4</rasd:ResourceType>
-        <rasd:VirtualQuantity>64</rasd:VirtualQuantity>
-      </Item>
-    </VirtualHardwareSection>
-  </VirtualSystem>
-</Envelope>
-"#;
+/// DC0's datastore, its cluster's root pool and its VM folder.
+async fn placement(client: &Client) -> [ManagedObjectReference; 3] {
+    [
+        find(client, "DC0/datastore/LocalDS_0").await,
+        find(client, "DC0/host/DC0_C0/Resources").await,
+        find(client, "DC0/vm").await,
+    ]
+}
 
 #[tokio::test]
 async fn library_item_upload_and_ovf_deploy_to_a_vm() {
@@ -364,9 +340,7 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
     let rest = client.rest().await.expect("REST from SOAP");
     let content = rest.library();
 
-    let datastore = find(&client, "DC0/datastore/LocalDS_0").await;
-    let pool = find(&client, "DC0/host/DC0_C0/Resources").await;
-    let folder = find(&client, "DC0/vm").await;
+    let [datastore, pool, folder] = placement(&client).await;
     assert_eq!(pool.type_, "ResourcePool");
 
     let library_id = content
@@ -450,6 +424,49 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
     assert!(content.list().await.unwrap().is_empty());
     rest.logout().await.expect("logout");
     client.close().await.expect("SOAP logout");
+}
+
+#[tokio::test]
+async fn vm_template_item_made_from_a_vm_and_deployed() {
+    let sim = plain_simulator().await;
+    let client = soap(&sim).await;
+    let rest = client.rest().await.expect("REST from SOAP");
+    let content = rest.library();
+    let [datastore, pool, folder] = placement(&client).await;
+    let source = find(&client, "DC0/vm/DC0_C0_RP0_VM0").await;
+    let library_id = content
+        .create_local(&LocalLibrarySpec::on_datastore("templates", &datastore))
+        .await
+        .expect("create library");
+    let item_id = content
+        .create_vm_template(&VmTemplateSpec {
+            name: "golden".into(),
+            source_vm: source,
+            library_id: library_id.clone(),
+            folder: Some(folder.clone()),
+            resource_pool: Some(pool.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("create the VM-template item");
+    let item = content.get_item(&item_id).await.expect("the item");
+    assert_eq!(
+        (item.name.as_str(), item.type_),
+        ("golden", Some(LibraryItemType::VmTemplate))
+    );
+    let mut spec = VmTemplateDeploySpec::new("from-vmtx", pool);
+    spec.folder = Some(folder);
+    let vm = content
+        .deploy_vm_template(&item_id, &spec)
+        .await
+        .expect("deploy");
+    assert_eq!(vm.type_, "VirtualMachine");
+    assert_eq!(find(&client, "DC0/vm/from-vmtx").await, vm);
+    let err = content
+        .deploy_vm_template("no-such-item", &spec)
+        .await
+        .expect_err("no such item");
+    assert!(err.is_rest_error(&RestErrorType::NotFound), "{err:?}");
 }
 
 #[tokio::test]

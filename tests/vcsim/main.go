@@ -145,6 +145,7 @@ type options struct {
 	autostart      bool
 	pageSize       int
 	uniqueVMNames  bool
+	linkedClones   bool
 }
 
 func parseFlags() *options {
@@ -181,6 +182,7 @@ func parseFlags() *options {
 	f.BoolVar(&o.autostart, "autostart", model.Autostart, "power on the model's VMs")
 	f.IntVar(&o.pageSize, "page-size", 0, "RetrievePropertiesEx returns at most this many objects per page, whatever maxObjects asks (0: no cap)")
 	f.BoolVar(&o.uniqueVMNames, "unique-vm-names", false, "a clone of a template into a folder that already holds a VM of that name fails with DuplicateName, as on vCenter")
+	f.BoolVar(&o.linkedClones, "linked-clones", false, "a linked clone of a template (a snapshot, diskMoveType createNewChildDiskBacking) gets child disks whose parent is the snapshot's disk, as on vCenter")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fail("unexpected arguments: %s", strings.Join(flag.Args(), " "))
@@ -408,33 +410,123 @@ func (pc *pagingCollector) CancelRetrievePropertiesEx(ctx *simulator.Context, r 
 	return body
 }
 
-// uniqueNameTemplate is a template whose clones keep VM names unique per
-// folder, as vCenter does (govmomi 0.24's simulator makes a second VM of the
-// same name). The check runs when the call is carried out, after any
-// -method-delay, so a clone sent while another of the same name is delayed
-// fails once the first one exists: the case of a request sent twice.
-type uniqueNameTemplate struct {
+// modelTemplate is a template whose clones behave as on vCenter where
+// govmomi 0.24's simulator does not:
+//   - uniqueNames: clones keep VM names unique per folder (the simulator
+//     makes a second VM of the same name). The check runs when the call is
+//     carried out, after any -method-delay, so a clone sent while another of
+//     the same name is delayed fails once the first one exists: the case of
+//     a request sent twice;
+//   - linkedClones: a clone with a snapshot and diskMoveType
+//     createNewChildDiskBacking gets disks whose backing's parent is the
+//     snapshot's disk, as vCenter's linked clones do (the simulator copies
+//     the disks, and hands the template's own device objects to the clone,
+//     blanking their file names: a linked clone gets copies instead). Nothing
+//     changes for a clone without both.
+type modelTemplate struct {
 	simulator.VirtualMachine
+	uniqueNames  bool
+	linkedClones bool
 }
 
-func (vm *uniqueNameTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
-	if folder, ok := simulator.Map.Get(req.Folder).(mo.Entity); ok {
-		if f, ok := folder.(*simulator.Folder); ok {
-			if existing := simulator.Map.FindByName(req.Name, f.ChildEntity); existing != nil {
-				return &methods.CloneVM_TaskBody{Fault_: simulator.Fault("", &types.DuplicateName{Name: req.Name, Object: existing.Reference()})}
+func (vm *modelTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
+	if vm.uniqueNames {
+		if folder, ok := simulator.Map.Get(req.Folder).(mo.Entity); ok {
+			if f, ok := folder.(*simulator.Folder); ok {
+				if existing := simulator.Map.FindByName(req.Name, f.ChildEntity); existing != nil {
+					return &methods.CloneVM_TaskBody{Fault_: simulator.Fault("", &types.DuplicateName{Name: req.Name, Object: existing.Reference()})}
+				}
 			}
 		}
 	}
-	return vm.VirtualMachine.CloneVMTask(ctx, req)
+	linked := vm.linkedClones && req.Spec.Snapshot != nil &&
+		req.Spec.Location.DiskMoveType == string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
+	if !linked {
+		return vm.VirtualMachine.CloneVMTask(ctx, req)
+	}
+	own := vm.Config.Hardware.Device
+	vm.Config.Hardware.Device = diskCopies(own)
+	res := vm.VirtualMachine.CloneVMTask(ctx, req)
+	vm.Config.Hardware.Device = own
+	linkDisks(res, *req.Spec.Snapshot)
+	return res
 }
 
-func installUniqueNames() {
+// CreateSnapshotTask runs with the plain VM in the registry: the
+// simulator's snapshot code looks its VM up as a *simulator.VirtualMachine.
+func (vm *modelTemplate) CreateSnapshotTask(req *types.CreateSnapshot_Task) soap.HasFault {
+	simulator.Map.Put(&vm.VirtualMachine)
+	defer simulator.Map.Put(vm)
+	return vm.VirtualMachine.CreateSnapshotTask(req)
+}
+
+// diskCopies is devices with each flat disk (and its backing) copied.
+func diskCopies(devices []types.BaseVirtualDevice) []types.BaseVirtualDevice {
+	out := make([]types.BaseVirtualDevice, len(devices))
+	for i, device := range devices {
+		out[i] = device
+		if disk, ok := device.(*types.VirtualDisk); ok {
+			c := *disk
+			if b, ok := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
+				bc := *b
+				c.Backing = &bc
+			}
+			out[i] = &c
+		}
+	}
+	return out
+}
+
+// linkDisks gives the disks of the clone a finished clone task made the
+// snapshot's disks, in order, as their backings' parents.
+func linkDisks(res soap.HasFault, snapshot types.ManagedObjectReference) {
+	body, ok := res.(*methods.CloneVM_TaskBody)
+	if !ok || body.Res == nil {
+		return
+	}
+	task, ok := simulator.Map.Get(body.Res.Returnval).(*simulator.Task)
+	if !ok || task.Info.State != types.TaskInfoStateSuccess {
+		return
+	}
+	ref, ok := task.Info.Result.(types.ManagedObjectReference)
+	if !ok {
+		return
+	}
+	clone, ok := simulator.Map.Get(ref).(*simulator.VirtualMachine)
+	snap, ok2 := simulator.Map.Get(snapshot).(*simulator.VirtualMachineSnapshot)
+	if !ok || !ok2 {
+		return
+	}
+	var parents []*types.VirtualDiskFlatVer2BackingInfo
+	for _, device := range snap.Config.Hardware.Device {
+		if disk, ok := device.(*types.VirtualDisk); ok {
+			if b, ok := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
+				parent := *b
+				parent.Parent = nil
+				parents = append(parents, &parent)
+			}
+		}
+	}
+	simulator.Map.WithLock(clone, func() {
+		i := 0
+		for _, device := range clone.Config.Hardware.Device {
+			if disk, ok := device.(*types.VirtualDisk); ok && i < len(parents) {
+				if b, ok := disk.Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok {
+					b.Parent = parents[i]
+					i++
+				}
+			}
+		}
+	})
+}
+
+func installModelTemplates(uniqueNames, linkedClones bool) {
 	for _, entity := range simulator.Map.All("VirtualMachine") {
 		vm, ok := entity.(*simulator.VirtualMachine)
 		if !ok || vm.Config == nil || !vm.Config.Template {
 			continue
 		}
-		simulator.Map.Put(&uniqueNameTemplate{VirtualMachine: *vm})
+		simulator.Map.Put(&modelTemplate{VirtualMachine: *vm, uniqueNames: uniqueNames, linkedClones: linkedClones})
 	}
 }
 
@@ -485,8 +577,8 @@ func run() error {
 		return err
 	}
 	installPaging(o.pageSize)
-	if o.uniqueVMNames {
-		installUniqueNames()
+	if o.uniqueVMNames || o.linkedClones {
+		installModelTemplates(o.uniqueVMNames, o.linkedClones)
 	}
 	// Model.Create points the service at model.DelayConfig; setting it only
 	// now keeps the templates' setup calls fast.

@@ -118,6 +118,32 @@ pub enum Provisioning {
     EagerZeroed,
 }
 
+/// How a VM is made from its template: a `full` copy of its disks (the
+/// default), or a `linked` clone whose disks are child disks of the
+/// template's current snapshot (made in seconds, sharing the template's
+/// blocks; the root disk keeps the template's size and provisioning). Set on
+/// a VMClass or a VMImage: the VMClass's value wins when both are set.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum CloneMode {
+    #[default]
+    #[serde(rename = "full")]
+    Full,
+    #[serde(rename = "linked")]
+    Linked,
+}
+
+impl CloneMode {
+    /// The mode a VM of `class` from `image` is cloned with: the class's
+    /// when it sets one, else the image's, else `full`.
+    pub fn resolve(class: Option<CloneMode>, image: Option<CloneMode>) -> CloneMode {
+        class.or(image).unwrap_or_default()
+    }
+
+    pub fn is_linked(self) -> bool {
+        self == CloneMode::Linked
+    }
+}
+
 /// Virtual machine firmware.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
 pub enum Firmware {

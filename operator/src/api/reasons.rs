@@ -78,7 +78,18 @@ pub mod vmimage {
         LOOKUP_FAILED = "LookupFailed", "ready: false" =>
             "Looking the template up failed; retried with backoff.";
         NO_VSPHERE_SOURCE = "NoVSphereSource", "ready: false" =>
-            "The image has no `Template` source for the Provider's class.";
+            "The image has no `Template` or `ContentLibraryItem` source for the Provider's class.";
+        LIBRARY_ITEM_DEPLOYED = "LibraryItemDeployed", "ready: true" =>
+            "The content library item is deployed as a template in every datacenter of the Provider's failure \
+             domains (`templates` names each).";
+        LIBRARY_ITEM_NOT_FOUND = "LibraryItemNotFound", "ready: false" =>
+            "The content library (named in the message) does not exist, or has no item of that name; \
+             looked at again at each resync.";
+        LIBRARY_ITEM_UNSUPPORTED = "LibraryItemUnsupported", "ready: false" =>
+            "The content library item is neither an OVF template nor a VM template (an ISO, a file...).";
+        DEPLOY_FAILED = "DeployFailed", "ready: false" =>
+            "Deploying the content library item into a datacenter (named, with the library) failed; retried \
+             with backoff.";
     }
 }
 

@@ -2,7 +2,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Firmware, Provisioning};
+use super::{CloneMode, Firmware, Provisioning};
 
 /// A reusable hardware shape plus the classes and features a backend must offer.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -33,6 +33,11 @@ pub struct VMClassSpec {
     /// Attach a virtual TPM; needs a Provider advertising the `vtpm` feature.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tpm_enabled: bool,
+    /// `full` (a copy of the template's disks) or `linked` (child disks of
+    /// the template's current snapshot, taken once if it has none). Wins over
+    /// the VMImage's `cloneMode`; unset: the VMImage's, else `full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_mode: Option<CloneMode>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]

@@ -2,7 +2,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Firmware, LocalObjectReference};
+use super::{CloneMode, Firmware, LocalObjectReference};
 
 /// A backend-agnostic OS image mapped to a source per backend kind.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -40,19 +40,36 @@ pub struct VMImageSpec {
     /// Secrets (in the Provider's namespace) with the cloud-config handed to the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cloud_configs: Vec<CloudConfig>,
+    /// `full` or `linked` (see the VMClass's `cloneMode`, which wins when
+    /// set); unset: `full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_mode: Option<CloneMode>,
 }
+
+/// The CEL rule of an image source: a content library item names its library.
+pub const SOURCE_LIBRARY_RULE: &str = "self.kind != 'ContentLibraryItem' || has(self.library)";
+pub const SOURCE_LIBRARY_MESSAGE: &str = "a ContentLibraryItem source names its library";
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": SOURCE_LIBRARY_RULE,
+    "message": SOURCE_LIBRARY_MESSAGE,
+}]))]
 pub struct ImageSource {
     /// The Provider class this source is for (`vsphere`).
     #[schemars(length(min = 1))]
     pub provider_class: String,
     pub kind: SourceKind,
-    /// For `Template`: the template's name in vCenter.
+    /// For `Template`: the template's name in vCenter. For
+    /// `ContentLibraryItem`: the item's name in `library`.
     #[serde(rename = "ref")]
     #[schemars(length(min = 1))]
     pub reference: String,
+    /// For `ContentLibraryItem`: the content library's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub library: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
@@ -60,6 +77,11 @@ pub enum SourceKind {
     /// A VM template present in every failure-domain datacenter.
     #[default]
     Template,
+    /// An item of a vCenter content library (an OVF template or a VM
+    /// template), deployed once into each failure-domain datacenter as a
+    /// template (`banlieue-images/banlieue-<item id>-v<content version>`)
+    /// that VMs are then cloned from.
+    ContentLibraryItem,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
@@ -109,12 +131,13 @@ pub struct ImageProviderStatus {
     /// The Provider's namespace.
     pub namespace: String,
     pub ready: bool,
-    /// `TemplateNotFound`, `ConnectFailed`, `VCenterUnresponsive`, `LookupFailed`, `NoVSphereSource`, or `TemplateFound`.
+    /// `TemplateFound`, `LibraryItemDeployed`, or why the image is not ready (see the API reference's reasons).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The template found in each failure-domain datacenter.
+    /// The template found (or, for a content library item, deployed) in
+    /// each failure-domain datacenter.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub templates: Vec<DatacenterTemplate>,
 }

@@ -3,7 +3,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    conditions_schema, Condition, Firmware, InstallMode, Ipam, LocalObjectReference,
+    conditions_schema, CloneMode, Condition, Firmware, InstallMode, Ipam, LocalObjectReference,
     NamespacedReference, PowerState, Provisioning, UpdatePolicy,
 };
 
@@ -41,6 +41,10 @@ pub struct VSphereMachineSpec {
     pub datacenter: String,
     pub cluster: String,
     pub template: TemplateRef,
+    /// `full` or `linked` (the VMClass's `cloneMode`, else the VMImage's):
+    /// used at clone time only.
+    #[serde(default, skip_serializing_if = "is_full")]
+    pub clone_mode: CloneMode,
     #[schemars(range(min = 1))]
     pub cpus: u32,
     #[serde(rename = "memoryMiB")]
@@ -95,6 +99,10 @@ pub struct VSphereMachineSpec {
     /// domain's; `banlieue-<failure domain>` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folder: Option<String>,
+}
+
+fn is_full(mode: &CloneMode) -> bool {
+    *mode == CloneMode::Full
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]

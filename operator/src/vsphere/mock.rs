@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{
-    CloneRequest, ConnectParams, DiskChanges, Error, ErrorKind, FoundTemplate, Inventory, Located,
-    Machines, Placement, PlacementMissing, PlacementTarget, Resize, ServerIdentity, Session, Shape,
-    SnapshotFacts, SnapshotRequest, Snapshots, TaskFacts, TaskState, VSphere, VmFacts,
+    CloneRequest, ConnectParams, DiskChanges, Error, ErrorKind, FoundTemplate, ImageTarget,
+    Inventory, LibraryItemFacts, LibraryItemLookup, Located, Machines, Placement, PlacementMissing,
+    PlacementTarget, Resize, ServerIdentity, Session, Shape, SnapshotFacts, SnapshotRequest,
+    Snapshots, TaskFacts, TaskState, VSphere, VmFacts,
 };
 
 #[derive(Debug)]
@@ -645,6 +646,12 @@ pub struct Script {
     pub lookup_error: Option<Error>,
     /// What `verify_placement` says is missing, by pool or folder value.
     pub missing_placement: Vec<(String, PlacementMissing)>,
+    /// Content library items (their `library` and `name` are the lookup's).
+    pub library_items: Vec<LibraryItemFacts>,
+    /// The items deployed as templates: (template name, datacenter) ->
+    /// managed object reference, shared by every session and found by
+    /// `find_template` like `templates`.
+    pub deployed: Arc<Mutex<BTreeMap<(String, String), String>>>,
     /// The VMs and tasks of the lifecycle (shared by every session).
     pub machines: MockMachines,
 }
@@ -753,16 +760,64 @@ impl Session for MockSession {
         Ok(datacenters
             .iter()
             .map(|dc| {
+                let key = (name.to_string(), dc.clone());
+                let deployed = self
+                    .script
+                    .deployed
+                    .lock()
+                    .ok()
+                    .and_then(|d| d.get(&key).cloned());
                 let found = self
                     .script
                     .templates
-                    .get(&(name.to_string(), dc.clone()))
-                    .map(|mo_ref| FoundTemplate {
-                        mo_ref: mo_ref.clone(),
-                    });
+                    .get(&key)
+                    .cloned()
+                    .or(deployed)
+                    .map(|mo_ref| FoundTemplate { mo_ref });
                 (dc.clone(), found)
             })
             .collect())
+    }
+
+    async fn find_library_item(
+        &self,
+        library: &str,
+        item: &str,
+    ) -> Result<LibraryItemLookup, Error> {
+        if let Some(e) = &self.script.lookup_error {
+            return Err(e.clone());
+        }
+        let mut of_library = self
+            .script
+            .library_items
+            .iter()
+            .filter(|i| i.library == library)
+            .peekable();
+        if of_library.peek().is_none() {
+            return Ok(LibraryItemLookup::NoLibrary);
+        }
+        Ok(of_library
+            .find(|i| i.name == item)
+            .cloned()
+            .map_or(LibraryItemLookup::NoItem, LibraryItemLookup::Found))
+    }
+
+    async fn deploy_library_item(
+        &self,
+        item: &LibraryItemFacts,
+        target: &ImageTarget,
+    ) -> Result<FoundTemplate, Error> {
+        let mut deployed = self
+            .script
+            .deployed
+            .lock()
+            .map_err(|_| Error::operation("poisoned"))?;
+        let n = deployed.len() + 1;
+        let mo_ref = deployed
+            .entry((target.name.clone(), target.datacenter.clone()))
+            .or_insert_with(|| format!("vm-{}-{n}", item.id))
+            .clone();
+        Ok(FoundTemplate { mo_ref })
     }
 }
 

@@ -174,6 +174,58 @@ pub struct FoundTemplate {
     pub mo_ref: String,
 }
 
+/// A content library item, as the REST side describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LibraryItemFacts {
+    pub id: String,
+    pub name: String,
+    /// The library's name.
+    pub library: String,
+    /// `ovf`, `vm-template`, or another type (`iso`, `file`...).
+    pub item_type: String,
+    /// Moves with each change of the item's content (empty when unknown).
+    pub content_version: String,
+}
+
+impl LibraryItemFacts {
+    /// Can it be deployed as a VM (an OVF template or a VM template)?
+    pub fn deployable(&self) -> bool {
+        matches!(self.item_type.as_str(), "ovf" | "vm-template")
+    }
+
+    /// The template a deploy of this item's content makes in each
+    /// datacenter: named after the item's id and content version, so a
+    /// changed item is deployed anew and the name is a plain VM name.
+    pub fn template_name(&self) -> String {
+        let version = Some(self.content_version.as_str())
+            .filter(|v| !v.is_empty())
+            .unwrap_or("0");
+        format!("banlieue-{}-v{version}", self.id)
+    }
+}
+
+/// A content library item looked up by library and item names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LibraryItemLookup {
+    NoLibrary,
+    NoItem,
+    Found(LibraryItemFacts),
+}
+
+/// Where a content library item's template is deployed: the folder
+/// [`IMAGES_FOLDER`] of `datacenter`, running in `cluster`'s root pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageTarget {
+    pub datacenter: String,
+    pub cluster: String,
+    /// The template's name ([`LibraryItemFacts::template_name`]).
+    pub name: String,
+}
+
+/// The VM folder (under each datacenter's) of content library items'
+/// templates, made when missing.
+pub const IMAGES_FOLDER: &str = "banlieue-images";
+
 /// What failed at the boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -334,6 +386,39 @@ pub trait Session: Machines + Snapshots {
         name: &str,
         datacenters: &[String],
     ) -> impl Future<Output = Result<BTreeMap<String, Option<FoundTemplate>>, Error>> + Send;
+
+    /// The item `item` of the content library `library` (names, as the
+    /// REST side finds them).
+    fn find_library_item(
+        &self,
+        library: &str,
+        item: &str,
+    ) -> impl Future<Output = Result<LibraryItemLookup, Error>> + Send {
+        let _ = (library, item);
+        async {
+            Err(Error::new(
+                ErrorKind::Lookup,
+                "content libraries are not supported by this backend",
+            ))
+        }
+    }
+
+    /// The template `target.name` in `target.datacenter`'s
+    /// [`IMAGES_FOLDER`]: `item` deployed there as a VM (OVF or VM-template
+    /// deploy) and marked a template, unless it exists (a VM of that name
+    /// there is marked a template: a deploy that stopped halfway).
+    fn deploy_library_item(
+        &self,
+        item: &LibraryItemFacts,
+        target: &ImageTarget,
+    ) -> impl Future<Output = Result<FoundTemplate, Error>> + Send {
+        let _ = (item, target);
+        async {
+            Err(Error::operation(
+                "content libraries are not supported by this backend",
+            ))
+        }
+    }
 }
 
 /// A VM as vCenter reports it.
@@ -520,6 +605,10 @@ pub struct CloneRequest {
     pub folder_is_path: bool,
     /// Where it goes, once [`Machines::place`] decided (see [`CloneRequest::placed`]).
     pub placement: Option<Placement>,
+    /// A linked clone: child disks of the template's current snapshot (taken
+    /// once, on a template that is not running, when it has none); the root
+    /// disk keeps the template's size and provisioning.
+    pub linked: bool,
     pub shape: Shape,
 }
 

@@ -1,5 +1,6 @@
-//! Content libraries (`com.vmware.content`) and OVF deployment from them
-//! (`com.vmware.vcenter.ovf.library_item`).
+//! Content libraries (`com.vmware.content`) and deployment from them: OVF
+//! items (`com.vmware.vcenter.ovf.library_item`) and VM-template items
+//! (`vcenter.vm_template.library_items`: made from a VM, deployed as one).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,6 +21,7 @@ const ITEM: &str = "content/library/item";
 const UPDATE_SESSION: &str = "content/library/item/update-session";
 const UPDATE_SESSION_FILE: &str = "content/library/item/updatesession/file";
 const OVF_LIBRARY_ITEM: &str = "vcenter/ovf/library-item";
+const VM_TEMPLATE_ITEMS: &str = "vcenter/vm-template/library-items";
 
 super::open_enum! {
     /// What kind of library: its own content, or a subscription to another's.
@@ -241,6 +243,147 @@ impl OvfDeploySpec {
             ..Default::default()
         }
     }
+}
+
+/// Where and how to deploy a VM-template library item (type `vm-template`)
+/// as a virtual machine.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VmTemplateDeploySpec {
+    /// The new virtual machine's name.
+    pub name: String,
+    pub description: Option<String>,
+    /// The VM folder to put the machine in.
+    pub folder: Option<ManagedObjectReference>,
+    /// Where it runs: a resource pool, a host or a cluster (at least one).
+    pub resource_pool: Option<ManagedObjectReference>,
+    pub host: Option<ManagedObjectReference>,
+    pub cluster: Option<ManagedObjectReference>,
+    /// The datastore for the machine's files and disks (the template's
+    /// storage otherwise).
+    pub datastore: Option<ManagedObjectReference>,
+    /// Power the machine on once deployed.
+    pub powered_on: bool,
+}
+
+impl VmTemplateDeploySpec {
+    /// A machine `name` in `resource_pool`, everything else by default.
+    pub fn new(name: impl Into<String>, resource_pool: ManagedObjectReference) -> Self {
+        VmTemplateDeploySpec {
+            name: name.into(),
+            resource_pool: Some(resource_pool),
+            ..Default::default()
+        }
+    }
+}
+
+/// What to make a VM-template library item from: a virtual machine, cloned
+/// into the library as a template.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VmTemplateSpec {
+    /// The item's name.
+    pub name: String,
+    pub description: Option<String>,
+    /// The virtual machine to make it from.
+    pub source_vm: ManagedObjectReference,
+    /// The library to put it in.
+    pub library_id: String,
+    /// Where the template lives in the inventory (vCenter's defaults otherwise).
+    pub folder: Option<ManagedObjectReference>,
+    pub resource_pool: Option<ManagedObjectReference>,
+    pub host: Option<ManagedObjectReference>,
+    pub cluster: Option<ManagedObjectReference>,
+    /// The datastore for its files and disks (the library's otherwise).
+    pub datastore: Option<ManagedObjectReference>,
+}
+
+/// `vcenter.vm_template.LibraryItems` placement: managed object ids.
+#[derive(Serialize, Default)]
+struct WirePlacement {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    folder: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_pool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<String>,
+}
+
+impl WirePlacement {
+    fn of(
+        folder: &Option<ManagedObjectReference>,
+        resource_pool: &Option<ManagedObjectReference>,
+        host: &Option<ManagedObjectReference>,
+        cluster: &Option<ManagedObjectReference>,
+    ) -> Self {
+        let id = |r: &Option<ManagedObjectReference>| r.as_ref().map(|r| r.value.clone());
+        WirePlacement {
+            folder: id(folder),
+            resource_pool: id(resource_pool),
+            host: id(host),
+            cluster: id(cluster),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireStorage {
+    datastore: String,
+}
+
+impl WireStorage {
+    fn of(datastore: &Option<ManagedObjectReference>) -> Option<Self> {
+        datastore.as_ref().map(|d| WireStorage {
+            datastore: d.value.clone(),
+        })
+    }
+}
+
+/// Where a VM-template item's machine goes: placement and storage.
+#[derive(Serialize)]
+struct WireLocation {
+    placement: WirePlacement,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vm_home_storage: Option<WireStorage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disk_storage: Option<WireStorage>,
+}
+
+impl WireLocation {
+    fn of(
+        folder: &Option<ManagedObjectReference>,
+        resource_pool: &Option<ManagedObjectReference>,
+        host: &Option<ManagedObjectReference>,
+        cluster: &Option<ManagedObjectReference>,
+        datastore: &Option<ManagedObjectReference>,
+    ) -> Self {
+        WireLocation {
+            placement: WirePlacement::of(folder, resource_pool, host, cluster),
+            vm_home_storage: WireStorage::of(datastore),
+            disk_storage: WireStorage::of(datastore),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct WireTemplateDeploy {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(flatten)]
+    location: WireLocation,
+    powered_on: bool,
+}
+
+#[derive(Serialize)]
+struct WireTemplateCreate {
+    source_vm: String,
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    library: String,
+    #[serde(flatten)]
+    location: WireLocation,
 }
 
 #[derive(Serialize)]
@@ -729,6 +872,83 @@ impl<'a> ContentLibrary<'a> {
             .send()
             .await?;
         deployment_outcome(OPERATION, result.unwrap_or_default())
+    }
+}
+
+impl ContentLibrary<'_> {
+    /// Makes a VM-template library item of a virtual machine (cloned into
+    /// the library as a template) and returns the item's id.
+    pub async fn create_vm_template(&self, spec: &VmTemplateSpec) -> Result<String, Error> {
+        let body = WireTemplateCreate {
+            source_vm: spec.source_vm.value.clone(),
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            library: spec.library_id.clone(),
+            location: WireLocation::of(
+                &spec.folder,
+                &spec.resource_pool,
+                &spec.host,
+                &spec.cluster,
+                &spec.datastore,
+            ),
+        };
+        self.client
+            .vcenter_request(
+                "create VM template library item",
+                Method::POST,
+                VM_TEMPLATE_ITEMS,
+            )
+            .subject(&spec.name)
+            .spec("spec", &body)
+            .send()
+            .await
+    }
+
+    /// Deploys a VM-template library item (type `vm-template`) as a virtual
+    /// machine and returns its reference: `POST
+    /// /api/vcenter/vm-template/library-items/{item}?action=deploy` (`/rest`:
+    /// the same path under `/rest`, the spec as `{"spec": ...}`). The
+    /// placement needs a resource pool, a host or a cluster; without one
+    /// nothing is sent ([`ErrorKind::InvalidConfig`]).
+    pub async fn deploy_vm_template(
+        &self,
+        item_id: &str,
+        spec: &VmTemplateDeploySpec,
+    ) -> Result<ManagedObjectReference, Error> {
+        const OPERATION: &str = "deploy VM template library item";
+        if spec.resource_pool.is_none() && spec.host.is_none() && spec.cluster.is_none() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("{OPERATION} {item_id}: the placement needs a resource pool, a host or a cluster"),
+            ));
+        }
+        let body = WireTemplateDeploy {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            location: WireLocation::of(
+                &spec.folder,
+                &spec.resource_pool,
+                &spec.host,
+                &spec.cluster,
+                &spec.datastore,
+            ),
+            powered_on: spec.powered_on,
+        };
+        let vm: String = self
+            .client
+            .vcenter_request(OPERATION, Method::POST, VM_TEMPLATE_ITEMS)
+            .id(item_id)
+            .action("deploy")
+            .spec("spec", &body)
+            .send()
+            .await?;
+        if vm.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Decode,
+                format!("{OPERATION} {item_id}: the server names no virtual machine"),
+            ));
+        }
+        Ok(ManagedObjectReference::new("VirtualMachine", vm))
     }
 }
 

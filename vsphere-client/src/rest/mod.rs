@@ -26,7 +26,9 @@
 //! later: plain JSON, `?action=`) and `/rest` (6.5 and later: replies wrapped
 //! in `{"value": ...}`, `?~action=`, `id:` path segments). The client tries
 //! `/api` first and falls back to `/rest` when the server has no `/api`
-//! paths ([`ApiFlavor`]).
+//! paths ([`ApiFlavor`]). The `vcenter/vm-template` services are the
+//! exception `/rest` makes: served at `/rest/vcenter/...` (not under
+//! `com/vmware`), with plain ids and `?action=`, replies still wrapped.
 //!
 //! Sessions behave like the SOAP side's: the session id (header
 //! `vmware-api-session-id`) is a secret that never appears in `Debug`
@@ -119,7 +121,7 @@ pub use error::{LocalizableMessage, RestError, RestErrorType};
 pub use library::{
     ContentLibrary, ItemFind, ItemSpec, Library, LibraryFind, LibraryItem, LibraryItemType,
     LibraryType, LocalLibrarySpec, NetworkMapping, OvfDeploySpec, StorageBacking,
-    StorageBackingType, StorageProvisioning,
+    StorageBackingType, StorageProvisioning, VmTemplateDeploySpec, VmTemplateSpec,
 };
 pub use tagging::{
     AttachedObjects, AttachedTags, BatchResult, Cardinality, Category, CategorySpec,
@@ -294,6 +296,35 @@ impl RestClient {
             ),
             query: Vec::new(),
             body_error: None,
+            plain_paths: false,
+        }
+    }
+
+    /// A request to a service of the `vcenter` namespace that `/rest`
+    /// serves outside `com/vmware` (`vcenter/vm-template/library-items`):
+    /// `/api/<service>` or `/rest/<service>`, its ids plain path segments and
+    /// its action `?action=` on both flavors; bodies as [`request`](Self::request)'s.
+    pub(crate) fn vcenter_request(
+        &self,
+        operation: &'static str,
+        method: Method,
+        service: &str,
+    ) -> RequestBuilder<'_> {
+        let mut url = self.inner.transport.base.clone();
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.clear();
+            segments.push(match self.inner.flavor {
+                ApiFlavor::Api => "api",
+                ApiFlavor::Rest => "rest",
+            });
+            segments.extend(service.split('/').filter(|s| !s.is_empty()));
+        }
+        RequestBuilder {
+            client: self,
+            call: Call::new(operation, method, url),
+            query: Vec::new(),
+            body_error: None,
+            plain_paths: true,
         }
     }
 
@@ -361,6 +392,9 @@ pub(crate) struct RequestBuilder<'a> {
     call: Call,
     query: Vec<String>,
     body_error: Option<Error>,
+    /// Ids and actions as `/api` writes them, on both flavors
+    /// ([`RestClient::vcenter_request`]).
+    plain_paths: bool,
 }
 
 impl RequestBuilder<'_> {
@@ -368,12 +402,21 @@ impl RequestBuilder<'_> {
         self.client.inner.flavor
     }
 
+    /// How this request writes ids and actions in its URL.
+    fn path_flavor(&self) -> ApiFlavor {
+        if self.plain_paths {
+            ApiFlavor::Api
+        } else {
+            self.flavor()
+        }
+    }
+
     /// Appends an object id to the path (`/{id}`, or `/id:{id}` on `/rest`).
     pub(crate) fn id(mut self, id: &str) -> Self {
         if self.call.subject.is_none() {
             self.call.subject = Some(id.to_owned());
         }
-        let segment = match self.flavor() {
+        let segment = match self.path_flavor() {
             ApiFlavor::Api => id.to_owned(),
             ApiFlavor::Rest => format!("id:{id}"),
         };
@@ -401,7 +444,7 @@ impl RequestBuilder<'_> {
 
     /// Names the operation: `?action=NAME` (`?~action=NAME` on `/rest`).
     pub(crate) fn action(mut self, action: &str) -> Self {
-        let key = match self.flavor() {
+        let key = match self.path_flavor() {
             ApiFlavor::Api => "action",
             ApiFlavor::Rest => "~action",
         };

@@ -15,8 +15,8 @@ use crate::api::{
 };
 use crate::conditions::{self, Observed, Status, READY};
 use crate::vsphere::{
-    ConnectParams, Error, ErrorKind, Inventory, PlacementMissing, PlacementTarget, SecretString,
-    Session, Tls, VSphere,
+    ConnectParams, Error, ErrorKind, FoundTemplate, ImageTarget, Inventory, LibraryItemLookup,
+    PlacementMissing, PlacementTarget, SecretString, Session, Tls, VSphere,
 };
 
 /// Condition reasons of a Provider's `Ready` and `Deleting`, and a
@@ -25,6 +25,7 @@ use crate::vsphere::{
 pub mod reason {
     pub use crate::api::reasons::provider::*;
     pub use crate::api::reasons::vmimage::{
+        DEPLOY_FAILED, LIBRARY_ITEM_DEPLOYED, LIBRARY_ITEM_NOT_FOUND, LIBRARY_ITEM_UNSUPPORTED,
         LOOKUP_FAILED, NO_VSPHERE_SOURCE, TEMPLATE_FOUND, TEMPLATE_NOT_FOUND,
     };
 }
@@ -310,6 +311,7 @@ pub fn transient_failure(reason: &str) -> Option<ErrorKind> {
         reason::VCENTER_UNRESPONSIVE => Some(ErrorKind::Unresponsive),
         reason::INVENTORY_FAILED => Some(ErrorKind::Inventory),
         reason::LOOKUP_FAILED => Some(ErrorKind::Lookup),
+        reason::DEPLOY_FAILED => Some(ErrorKind::Operation),
         _ => None,
     }
 }
@@ -539,13 +541,12 @@ pub async fn image_on_provider<V: VSphere>(
         entry.clone()
     };
     let class = &provider.spec.provider_class_ref.name;
-    let Some(source) = image
-        .source_for_class(class)
-        .filter(|s| s.kind == SourceKind::Template)
-    else {
+    let Some(source) = image.source_for_class(class) else {
         return fail(
             reason::NO_VSPHERE_SOURCE,
-            format!("VMImage has no Template source for provider class {class:?}"),
+            format!(
+                "VMImage has no Template or ContentLibraryItem source for provider class {class:?}"
+            ),
         );
     };
     let provider_status = provider.status.clone().unwrap_or_default();
@@ -585,7 +586,58 @@ pub async fn image_on_provider<V: VSphere>(
         Ok(session) => session,
         Err((reason, message)) => return fail(reason, message),
     };
-    let found = match session.find_template(&source.reference, &datacenters).await {
+    let library = match source.kind {
+        SourceKind::Template => None,
+        SourceKind::ContentLibraryItem => Some(source.library.clone().unwrap_or_default()),
+    };
+    let Some(library) = library else {
+        return match session.find_template(&source.reference, &datacenters).await {
+            Ok(found) => templates_found(entry, &source.reference, &datacenters, &found),
+            Err(e) => {
+                if e.unresponsive() {
+                    vsphere.session_unresponsive(&session);
+                }
+                fail(reason_of(&e, reason::LOOKUP_FAILED), e.message)
+            }
+        };
+    };
+    // A content library item: deployed once into each datacenter as a
+    // template, then found as one.
+    let item = match session.find_library_item(&library, &source.reference).await {
+        Ok(LibraryItemLookup::Found(item)) => item,
+        Ok(LibraryItemLookup::NoLibrary) => {
+            return fail(
+                reason::LIBRARY_ITEM_NOT_FOUND,
+                format!("content library {library:?} not found"),
+            )
+        }
+        Ok(LibraryItemLookup::NoItem) => {
+            return fail(
+                reason::LIBRARY_ITEM_NOT_FOUND,
+                format!(
+                    "item {:?} not found in content library {library:?}",
+                    source.reference
+                ),
+            )
+        }
+        Err(e) => {
+            if e.unresponsive() {
+                vsphere.session_unresponsive(&session);
+            }
+            return fail(reason_of(&e, reason::LOOKUP_FAILED), e.message);
+        }
+    };
+    if !item.deployable() {
+        return fail(
+            reason::LIBRARY_ITEM_UNSUPPORTED,
+            format!(
+                "item {:?} of content library {library:?} is of type {:?}, neither an OVF template nor a VM template",
+                item.name, item.item_type
+            ),
+        );
+    }
+    let name = item.template_name();
+    let mut found = match session.find_template(&name, &datacenters).await {
         Ok(found) => found,
         Err(e) => {
             if e.unresponsive() {
@@ -594,33 +646,83 @@ pub async fn image_on_provider<V: VSphere>(
             return fail(reason_of(&e, reason::LOOKUP_FAILED), e.message);
         }
     };
+    for datacenter in &datacenters {
+        if matches!(found.get(datacenter), Some(Some(_))) {
+            continue;
+        }
+        let Some(cluster) = provider_status
+            .failure_domains
+            .iter()
+            .find(|fd| &fd.datacenter == datacenter)
+            .map(|fd| fd.cluster.clone())
+        else {
+            continue;
+        };
+        let target = ImageTarget {
+            datacenter: datacenter.clone(),
+            cluster,
+            name: name.clone(),
+        };
+        match session.deploy_library_item(&item, &target).await {
+            Ok(template) => {
+                found.insert(datacenter.clone(), Some(template));
+            }
+            Err(e) => {
+                if e.unresponsive() {
+                    vsphere.session_unresponsive(&session);
+                }
+                let message = format!(
+                    "item {:?} of content library {library:?} into datacenter {datacenter}: {}",
+                    item.name, e.message
+                );
+                return fail(reason_of(&e, reason::DEPLOY_FAILED), message);
+            }
+        }
+    }
+    let mut entry = templates_found(entry, &name, &datacenters, &found);
+    if entry.ready {
+        entry.reason = Some(reason::LIBRARY_ITEM_DEPLOYED.to_string());
+        entry.message = Some(format!(
+            "item {:?} of content library {library:?} deployed as template {name} in {} datacenter(s)",
+            item.name,
+            datacenters.len()
+        ));
+    }
+    entry
+}
+
+/// `entry` ready when template `name` is in each of `datacenters`
+/// (`TemplateFound`), else `TemplateNotFound` naming those without it.
+fn templates_found(
+    mut entry: ImageProviderStatus,
+    name: &str,
+    datacenters: &[String],
+    found: &BTreeMap<String, Option<FoundTemplate>>,
+) -> ImageProviderStatus {
     let missing: Vec<&str> = datacenters
         .iter()
         .filter(|dc| !matches!(found.get(*dc), Some(Some(_))))
         .map(String::as_str)
         .collect();
     if !missing.is_empty() {
-        return fail(
-            reason::TEMPLATE_NOT_FOUND,
-            format!(
-                "template {:?} not found in datacenter(s) {}",
-                source.reference,
-                missing.join(", ")
-            ),
-        );
+        entry.reason = Some(reason::TEMPLATE_NOT_FOUND.to_string());
+        entry.message = Some(format!(
+            "template {name:?} not found in datacenter(s) {}",
+            missing.join(", ")
+        ));
+        return entry;
     }
     entry.ready = true;
     entry.reason = Some(reason::TEMPLATE_FOUND.to_string());
     entry.message = Some(format!(
-        "template {:?} found in {} datacenter(s)",
-        source.reference,
+        "template {name:?} found in {} datacenter(s)",
         datacenters.len()
     ));
     entry.templates = datacenters
         .iter()
         .map(|dc| DatacenterTemplate {
             datacenter: dc.clone(),
-            name: source.reference.clone(),
+            name: name.to_string(),
             mo_ref: found.get(dc).cloned().flatten().map(|t| t.mo_ref),
         })
         .collect();

@@ -703,7 +703,7 @@ async fn an_image_without_a_vsphere_source_is_not_ready_and_asks_vcenter_nothing
     assert_eq!(entry.reason.as_deref(), Some("NoVSphereSource"));
     assert_eq!(
         entry.message.as_deref(),
-        Some("VMImage has no Template source for provider class \"vsphere\"")
+        Some("VMImage has no Template or ContentLibraryItem source for provider class \"vsphere\"")
     );
     assert!(entry.templates.is_empty(), "{entry:?}");
     assert_eq!(vsphere.connects().len(), connects, "no vCenter call");
@@ -722,7 +722,7 @@ async fn an_image_without_a_vsphere_source_is_written_and_waits_for_a_change() {
         entry,
         json!({"provider": "prod-vsphere", "namespace": "banlieue-system", "ready": false,
                "reason": "NoVSphereSource",
-               "message": "VMImage has no Template source for provider class \"vsphere\""})
+               "message": "VMImage has no Template or ContentLibraryItem source for provider class \"vsphere\""})
     );
     assert_eq!(action, Action::requeue(RESYNC), "no backoff");
     assert!(
@@ -1243,4 +1243,104 @@ async fn machines_of_a_deleted_provider_destroy_their_vms_then_it_is_released() 
     .await;
     assert_eq!(action.expect("reconcile"), Action::await_change());
     assert_eq!(provider_patches(&seen).len(), 1, "released: {seen:?}");
+}
+
+#[tokio::test]
+async fn a_content_library_item_is_deployed_once_per_datacenter_and_missing_ones_named() {
+    use crate::api::SourceKind;
+    use crate::controllers::provider::readiness::image_on_provider;
+    use crate::vsphere::LibraryItemFacts;
+    let mut s = script();
+    s.library_items = vec![
+        LibraryItemFacts {
+            id: "5e1f".into(),
+            name: "ubuntu".into(),
+            library: "golden".into(),
+            item_type: "ovf".into(),
+            content_version: "3".into(),
+        },
+        LibraryItemFacts {
+            id: "77aa".into(),
+            name: "installer".into(),
+            library: "golden".into(),
+            item_type: "iso".into(),
+            content_version: "1".into(),
+        },
+    ];
+    let vsphere = MockVSphere::new(s.clone());
+    let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
+    let image_of = |library: &str, item: &str| {
+        let mut image = fixtures::image(&[]);
+        image.spec.sources[0].kind = SourceKind::ContentLibraryItem;
+        image.spec.sources[0].library = Some(library.into());
+        image.spec.sources[0].reference = item.into();
+        image
+    };
+    let entry = image_on_provider(
+        &image_of("golden", "ubuntu"),
+        &provider,
+        &fetched(),
+        &vsphere,
+    )
+    .await;
+    assert!(entry.ready, "{entry:?}");
+    assert_eq!(entry.reason.as_deref(), Some("LibraryItemDeployed"));
+    let names: Vec<(&str, &str)> = entry
+        .templates
+        .iter()
+        .map(|t| (t.datacenter.as_str(), t.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [("DC1", "banlieue-5e1f-v3"), ("DC2", "banlieue-5e1f-v3")]
+    );
+    assert_eq!(
+        s.deployed.lock().unwrap().len(),
+        2,
+        "one deploy per datacenter"
+    );
+    // Found as templates the next time: nothing deployed again.
+    let again = image_on_provider(
+        &image_of("golden", "ubuntu"),
+        &provider,
+        &fetched(),
+        &vsphere,
+    )
+    .await;
+    assert_eq!(again, entry);
+    assert_eq!(s.deployed.lock().unwrap().len(), 2);
+
+    for (library, item, reason, message) in [
+        (
+            "golden",
+            "nope",
+            "LibraryItemNotFound",
+            "item \"nope\" not found in content library \"golden\"",
+        ),
+        (
+            "silver",
+            "ubuntu",
+            "LibraryItemNotFound",
+            "content library \"silver\" not found",
+        ),
+        (
+            "golden",
+            "installer",
+            "LibraryItemUnsupported",
+            "of type \"iso\"",
+        ),
+    ] {
+        let entry =
+            image_on_provider(&image_of(library, item), &provider, &fetched(), &vsphere).await;
+        assert!(!entry.ready);
+        assert_eq!(entry.reason.as_deref(), Some(reason));
+        assert!(
+            entry
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains(message),
+            "{entry:?}"
+        );
+    }
 }

@@ -8,9 +8,10 @@ use kube::Resource;
 
 use super::schedule::needs_tpm;
 use crate::api::{
-    Disk, Ipam, MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork,
-    ResolvedStorage, ScheduledPlacement, TemplateRef, UpdatePolicy, VMClass, VMImage,
-    VSphereMachine, VSphereMachineSpec, VirtualMachine, MANAGED_BY_LABEL, RESTART_ANNOTATION,
+    CloneMode, Disk, Ipam, MachineDisk, MachineNetworkInterface, NamespacedReference,
+    ResolvedNetwork, ResolvedStorage, ScheduledPlacement, TemplateRef, UpdatePolicy, VMClass,
+    VMImage, VSphereMachine, VSphereMachineSpec, VirtualMachine, MANAGED_BY_LABEL,
+    RESTART_ANNOTATION,
 };
 
 pub const HOT_ADD_CPU: &str = "hotAddCPU";
@@ -52,6 +53,7 @@ pub fn build(
         datacenter: placement.datacenter.clone(),
         cluster: placement.cluster.clone(),
         template,
+        clone_mode: CloneMode::resolve(spec.clone_mode, image.spec.clone_mode),
         cpus: spec.hardware.cpus,
         memory_mib: spec.hardware.memory_mib,
         disks: spec
@@ -283,5 +285,37 @@ pub fn placement_of(machine: &VSphereMachine) -> ScheduledPlacement {
         folder: spec.folder.clone(),
         storage,
         network,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures;
+
+    #[test]
+    fn the_class_clone_mode_wins_over_the_image_s_and_full_is_the_default() {
+        let vm = fixtures::vm("web", serde_json::json!({}));
+        let mut class = fixtures::guide_class();
+        let mut image = fixtures::image(&[]);
+        let mode = |class: &VMClass, image: &VMImage| {
+            build(
+                &vm,
+                class,
+                image,
+                &ScheduledPlacement::default(),
+                TemplateRef::default(),
+            )
+            .spec
+            .clone_mode
+        };
+        assert_eq!(mode(&class, &image), CloneMode::Full, "neither sets it");
+        image.spec.clone_mode = Some(CloneMode::Linked);
+        assert_eq!(mode(&class, &image), CloneMode::Linked, "the image's");
+        class.spec.clone_mode = Some(CloneMode::Full);
+        assert_eq!(mode(&class, &image), CloneMode::Full, "the class's wins");
+        image.spec.clone_mode = None;
+        class.spec.clone_mode = Some(CloneMode::Linked);
+        assert_eq!(mode(&class, &image), CloneMode::Linked, "the class's alone");
     }
 }

@@ -298,16 +298,16 @@ fn template_at(
         Some(class) => image.source_for_class(&class),
         None => image.spec.sources.first(),
     };
-    let mo_ref = image
-        .on_provider(&key.namespace, &key.name)
-        .and_then(|e| {
-            e.templates
-                .iter()
-                .find(|t| t.datacenter == placement.datacenter)
-        })
-        .and_then(|t| t.mo_ref.clone());
+    let found = image.on_provider(&key.namespace, &key.name).and_then(|e| {
+        e.templates
+            .iter()
+            .find(|t| t.datacenter == placement.datacenter)
+    });
     TemplateRef {
-        name: source.map(|s| s.reference.clone()).unwrap_or_default(),
-        mo_ref,
+        name: found.map_or_else(
+            || source.map(|s| s.reference.clone()).unwrap_or_default(),
+            |t| t.name.clone(),
+        ),
+        mo_ref: found.and_then(|t| t.mo_ref.clone()),
     }
 }

@@ -334,10 +334,13 @@ pub fn schedule(
         .source_for_class(&provider.spec.provider_class_ref.name)
         .map(|s| s.reference.clone())
         .unwrap_or_default();
-    let mo_ref = image
+    // The template the image's readiness found (a content library item's
+    // is the one it was deployed as).
+    let found = image
         .on_provider(&key.namespace, &key.name)
-        .and_then(|e| e.templates.iter().find(|t| t.datacenter == fd.datacenter))
-        .and_then(|t| t.mo_ref.clone());
+        .and_then(|e| e.templates.iter().find(|t| t.datacenter == fd.datacenter));
+    let mo_ref = found.and_then(|t| t.mo_ref.clone());
+    let source_ref = found.map_or(source_ref, |t| t.name.clone());
     Ok(Decision {
         placement: ScheduledPlacement {
             provider: key.name,

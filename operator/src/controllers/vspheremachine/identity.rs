@@ -104,6 +104,7 @@ mod tests {
                 datacenter: "DC0".into(),
                 cluster: "C0".into(),
                 template: Default::default(),
+                clone_mode: Default::default(),
                 cpus: 1,
                 memory_mib: 512,
                 disks: vec![],

@@ -19,11 +19,15 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
         .collect();
     let extra_config = guestinfo::extra_config(machine, &uuid, &macs, secrets)?;
     let root = spec.disks.first();
+    let linked = spec.clone_mode.is_linked();
+    // A linked clone's root disk is a child of the template's: its size and
+    // provisioning are the template's.
+    let root_shape = root.filter(|_| !linked);
     let shape = Shape {
         cpus: spec.cpus.min(i32::MAX as u32) as i32,
         memory_mib: spec.memory_mib.min(i64::MAX as u64) as i64,
-        root_disk_gib: root.map(|d| d.size_gib),
-        root_disk_provisioning: root.map(|d| d.provisioning),
+        root_disk_gib: root_shape.map(|d| d.size_gib),
+        root_disk_provisioning: root_shape.map(|d| d.provisioning),
         extra_disks: spec
             .disks
             .iter()
@@ -66,6 +70,7 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
         datastore: root.map(|d| d.datastore.clone()).filter(|d| !d.is_empty()),
         datastore_cluster: root.and_then(|d| d.datastore_cluster.clone()),
         placement: None,
+        linked,
         shape,
     })
 }
@@ -104,5 +109,31 @@ mod tests {
         m.spec.disks.clear();
         let request = clone_request(&m, &[]).expect("request");
         assert_eq!(request.shape.root_disk_provisioning, None, "no disk asked");
+    }
+
+    #[test]
+    fn a_linked_clone_keeps_the_template_s_root_disk_and_adds_the_others() {
+        let mut m = crate::fixtures::machine("web");
+        m.spec.clone_mode = crate::api::CloneMode::Linked;
+        m.spec.disks.push(MachineDisk {
+            name: "data".into(),
+            size_gib: 3,
+            storage_class: "fast".into(),
+            datastore: "LocalDS_0".into(),
+            datastore_cluster: None,
+            provisioning: Provisioning::Thick,
+        });
+        let request = clone_request(&m, &[]).expect("request");
+        assert!(request.linked);
+        assert_eq!(
+            (
+                request.shape.root_disk_gib,
+                request.shape.root_disk_provisioning
+            ),
+            (None, None),
+            "the root disk is a child of the template's"
+        );
+        assert_eq!(request.shape.extra_disks.len(), 1);
+        assert_eq!(request.datastore.as_deref(), Some("LocalDS_0"));
     }
 }

@@ -633,7 +633,10 @@ fn disks(machine: &VSphereMachine, vm: &VmFacts, status: &mut VSphereMachineStat
     let mut grow = Vec::new();
     let mut add = Vec::new();
     let mut refused = Vec::new();
-    for disk in spec {
+    // A linked clone's root disk is a child of the template's: it keeps the
+    // template's size (vCenter does not grow a disk with a parent).
+    let linked = machine.spec.clone_mode.is_linked();
+    for (index, disk) in spec.iter().enumerate() {
         let wanted = disk.size_gib.min(i64::MAX as u64 / 1024 / 1024) as i64 * 1024 * 1024;
         let extra = ExtraDisk {
             size_gib: disk.size_gib,
@@ -646,6 +649,7 @@ fn disks(machine: &VSphereMachine, vm: &VmFacts, status: &mut VSphereMachineStat
             .and_then(|d| d.key)
             .and_then(|key| vm.disks.iter().find(|(k, _)| *k == key));
         match (recorded, on_vm) {
+            (Some(_), Some(_)) if linked && index == 0 => {}
             (Some(_), Some(&(key, has))) if wanted > has => grow.push((key, wanted)),
             (Some(_), Some(&(_, has))) if wanted < has => refused.push(format!(
                 "{} is {} GiB, not {} GiB: disks never shrink",
@@ -1366,6 +1370,25 @@ mod tests {
         let second = run(&m, o, false);
         assert!(!second.transitioned);
         assert_eq!(second.status, first.status);
+    }
+
+    #[test]
+    fn a_linked_clone_s_root_disk_keeps_the_template_s_size_a_full_clone_s_grows() {
+        // The fixture asks for a 20 GiB root disk; the VM's is 10 GiB.
+        let mut v = vm("poweredOn", 2, 2048, &[]);
+        v.disks = vec![(2000, 10 * 1024 * 1024)];
+        let full = provisioned(machine("web"));
+        let s = run(&full, on_vm(v.clone()), false);
+        assert!(
+            matches!(&s.action, Action::Disks { changes, .. } if changes.grow == [(2000, 20 * 1024 * 1024)]),
+            "{:?}",
+            s.action
+        );
+        let mut linked = provisioned(machine("web"));
+        linked.spec.clone_mode = crate::api::CloneMode::Linked;
+        let s = run(&linked, on_vm(v), false);
+        assert_eq!(s.action, Action::Idle);
+        assert_eq!(reconfigured(&s), (Status::True, reason::UP_TO_DATE.into()));
     }
 }
 

@@ -13,8 +13,8 @@ use vsphere_client::types::{AnySelectionSpec, HostSystemConnectionState, Managed
 use super::facts::call_error;
 use super::VCenterSession;
 use crate::vsphere::{
-    Cluster, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, PlacementMissing,
-    PlacementTarget, Session,
+    Cluster, Datacenter, Error, ErrorKind, FoundTemplate, ImageTarget, Inventory, LibraryItemFacts,
+    LibraryItemLookup, PlacementMissing, PlacementTarget, Session,
 };
 
 impl Session for VCenterSession {
@@ -142,6 +142,22 @@ impl Session for VCenterSession {
             }
         }
         Ok(found)
+    }
+
+    async fn find_library_item(
+        &self,
+        library: &str,
+        item: &str,
+    ) -> Result<LibraryItemLookup, Error> {
+        self.library_item(library, item).await
+    }
+
+    async fn deploy_library_item(
+        &self,
+        item: &LibraryItemFacts,
+        target: &ImageTarget,
+    ) -> Result<FoundTemplate, Error> {
+        self.deploy_item(item, target).await
     }
 }
 

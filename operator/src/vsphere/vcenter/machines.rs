@@ -4,7 +4,9 @@
 //! `RetrievePropertiesEx` when it finds the VM); a clone is one `CloneVM_Task`
 //! through the SDK's clone with the template's devices, read once per session
 //! (the root disk copied with the class's provisioning through a disk locator);
-//! each power, reconfigure or resize operation is one task call (a resize carries
+//! a linked clone reads the template's snapshot and devices (two more
+//! `RetrievePropertiesEx`) and, the first time, takes the snapshot it is made
+//! from; each power, reconfigure or resize operation is one task call (a resize carries
 //! the VM's `changeVersion`, so vCenter applies it at most once); tasks are waited for
 //! through the client's one shared task filter. Placement (folder, resource
 //! pool, datastores, port groups; see [`super::placement`]) is resolved once
@@ -18,9 +20,12 @@ use vsphere_client::inventory::{escape_name, Network};
 use vsphere_client::mo;
 use vsphere_client::types::{
     AnyVirtualDevice, InvalidPowerState, ManagedObjectNotFound, ManagedObjectReference,
+    VirtualMachinePowerState,
 };
+use vsphere_client::vm::snapshot::SnapshotSpec;
 use vsphere_client::vm::{
-    ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec,
+    CloneSpec, ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter,
+    NicSpec,
 };
 
 use super::facts::{error, facts_of, task_facts, VM_PROPERTIES};
@@ -41,6 +46,13 @@ pub struct PlacementCache {
     devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
     /// Host reference -> its name.
     hosts: Mutex<HashMap<String, String>>,
+    /// Held while a template's linked-clone base snapshot is looked for and
+    /// taken, so two clones at once take one.
+    linked_bases: tokio::sync::Mutex<()>,
+    /// The REST clients (content libraries): for lookups, and for deploys
+    /// (a longer deadline).
+    pub(super) rest: tokio::sync::OnceCell<vsphere_client::rest::RestClient>,
+    pub(super) rest_deploy: tokio::sync::OnceCell<vsphere_client::rest::RestClient>,
 }
 
 impl PlacementCache {
@@ -191,6 +203,62 @@ impl VCenterSession {
             cache.insert(template.value.clone(), devices.clone());
         }
         Ok(devices)
+    }
+
+    /// Makes sure `template` has a current snapshot, the base of its linked
+    /// clones: when it has none, one is taken (without memory) and waited
+    /// for, under the session's lock so clones at once take one; never of a
+    /// template that is running or suspended (its disks are in use).
+    async fn linked_clone_base(
+        &self,
+        template: &ManagedObjectReference,
+        name: &str,
+    ) -> Result<(), Error> {
+        let _one_at_a_time = self.placement().linked_bases.lock().await;
+        let source = self
+            .client()
+            .properties::<mo::VirtualMachine>(&["snapshot.currentSnapshot", "runtime.powerState"])
+            .map_err(|e| error("reading the template", &e))?
+            .get(template)
+            .await
+            .map_err(|e| error(&format!("reading template {name}"), &e))?;
+        if source
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| s.current_snapshot.is_some())
+        {
+            return Ok(());
+        }
+        let power = source.runtime.map(|r| r.power_state);
+        if power != Some(VirtualMachinePowerState::PoweredOff) {
+            let state = power.map_or("of unknown power state".to_string(), |p| {
+                p.as_str().to_string()
+            });
+            return Err(Error::fault(
+                "InvalidPowerState",
+                format!(
+                    "template {name} ({}) has no snapshot to make linked clones from and is {state}: \
+                     a snapshot is taken only of a template that is off (take one in vCenter, or use cloneMode full)",
+                    template.value
+                ),
+            ));
+        }
+        let spec = SnapshotSpec::new(LINKED_CLONE_SNAPSHOT)
+            .description("The base of banlieue's linked clones: keep it while they exist.");
+        let vm = self.client().vm(template.clone());
+        let fail = |e: vsphere_client::Error| {
+            error(
+                &format!("taking the linked-clone snapshot of template {name}"),
+                &e,
+            )
+        };
+        vm.start_create_snapshot(&spec)
+            .await
+            .map_err(fail)?
+            .wait_timeout(Duration::from_secs(600))
+            .await
+            .map_err(fail)?;
+        Ok(())
     }
 
     /// The VM's host by name: read once per host and session (a resync
@@ -419,33 +487,11 @@ impl Machines for VCenterSession {
             Some(placement) => placement.clone(),
             None => self.decide_placement(request).await?,
         };
-        let devices = self.template_devices(&template).await?;
         let config = self
             .config_spec(&request.datacenter, &request.shape, &request.instance_uuid)
             .await?;
-        let mut spec = placed_clone_spec(&placement).config(config);
-        // The root disk as the class asks: a disk locator vCenter converts
-        // it with while copying the template.
-        if let Some(root) = request.shape.root_disk_provisioning {
-            spec = spec.disk_provisioning(0, provisioning(root));
-        }
-        let task = self
-            .client()
-            .vm(template)
-            .start_clone_with_devices(&request.name, &spec, &devices)
-            .await
-            .map_err(|e| {
-                if e.is_fault::<ManagedObjectNotFound>() {
-                    // A folder, pool, datastore or template cached earlier is gone
-                    // (removed, or re-created by an administrator): resolve anew next time.
-                    self.placement().clear();
-                }
-                error(
-                    &format!("cloning {} as {}", request.template_name, request.name),
-                    &e,
-                )
-            })?;
-        Ok(task.reference().value.clone())
+        let spec = placed_clone_spec(&placement).config(config);
+        self.clone_source(&template, request, spec).await
     }
 
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, Error> {
@@ -588,6 +634,52 @@ impl Machines for VCenterSession {
                 .clone()
                 .unwrap_or_default(),
         }
+    }
+}
+
+/// The name of the snapshot a template's linked clones are made from, when
+/// banlieue takes it.
+pub const LINKED_CLONE_SNAPSHOT: &str = "banlieue-linked-clone-base";
+
+impl VCenterSession {
+    /// Sends the clone of `template` with `spec` (placement and
+    /// configuration): a full copy of its disks, the root disk with the
+    /// class's provisioning (a disk locator vCenter converts it with while
+    /// copying), or a linked clone of its current snapshot, taken first if
+    /// it has none.
+    async fn clone_source(
+        &self,
+        template: &ManagedObjectReference,
+        request: &CloneRequest,
+        mut spec: CloneSpec,
+    ) -> Result<String, Error> {
+        let source = self.client().vm(template.clone());
+        let sent = if request.linked {
+            self.linked_clone_base(template, &request.template_name)
+                .await?;
+            // Reads the template's devices and current snapshot in one call.
+            source.start_clone(&request.name, &spec.linked()).await
+        } else {
+            if let Some(root) = request.shape.root_disk_provisioning {
+                spec = spec.disk_provisioning(0, provisioning(root));
+            }
+            let devices = self.template_devices(template).await?;
+            source
+                .start_clone_with_devices(&request.name, &spec, &devices)
+                .await
+        };
+        let task = sent.map_err(|e| {
+            if e.is_fault::<ManagedObjectNotFound>() {
+                // A folder, pool, datastore or template cached earlier is gone
+                // (removed, or re-created by an administrator): resolve anew next time.
+                self.placement().clear();
+            }
+            error(
+                &format!("cloning {} as {}", request.template_name, request.name),
+                &e,
+            )
+        })?;
+        Ok(task.reference().value.clone())
     }
 }
 

@@ -12,6 +12,8 @@
 //! when the role stops.
 //!
 //! - [`inventory`]: [`Session`] (the failure-domain walk, template lookup);
+//! - [`library`]: content library items found and deployed as templates
+//!   (the REST side);
 //! - [`machines`]: [`Machines`](super::Machines) (clone, reconfigure, power,
 //!   destroy, tasks), with placement resolved once per session;
 //! - [`placement`]: where a clone goes (resource pool, folder, datastore from
@@ -36,6 +38,7 @@ use watch::VmWatch;
 
 pub mod facts;
 pub mod inventory;
+pub mod library;
 pub mod machines;
 pub mod placement;
 pub mod snapshots;
